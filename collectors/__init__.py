@@ -1,0 +1,1 @@
+"""Collectors: sources of telemetry (real tools, and the simulator) registered by name."""

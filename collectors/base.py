@@ -1,0 +1,50 @@
+"""The source interface and its registry.
+
+A source is one kind of telemetry origin (the simulator, NVML, a saved tool output, a switch). It
+is registered by name; the name is its ``--source`` value. Sources are imported lazily so that a host
+without, say, the NVIDIA bindings can still run every other source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from fabricwatch.errors import InputError
+from fabricwatch.schema import Message
+
+# name -> "module:Class"; a source's module defines the class and nothing registers at import time.
+SOURCES: dict[str, str] = {
+    "sim": "collectors.sim.source:SimSource",
+}
+
+
+class Source(ABC):
+    """One scrape produces telemetry messages; a source that cannot read says so (raises or nulls)."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:  # noqa: B027 - optional hook
+        """Add the source's own options to ``fabricwatch collect``."""
+
+    @classmethod
+    @abstractmethod
+    def from_args(cls, args: argparse.Namespace) -> Source: ...
+
+    @abstractmethod
+    def scrape(self, now: float) -> list[Message]:
+        """Read the source once; ``now`` is the scrape's timestamp (from the caller's clock)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the source holds."""
+
+
+def source_class(name: str) -> type[Source]:
+    target = SOURCES.get(name)
+    if target is None:
+        raise InputError("--source", f"unknown source {name!r} (known: {', '.join(sorted(SOURCES))})")
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)

@@ -1,0 +1,5 @@
+import sys
+
+from fabricwatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,131 @@
+"""The bus between collectors and processors, and its embedded in-memory implementation.
+
+The interface is deliberately small (produce a batch, poll a batch, commit) so that the in-memory
+bus used by the demo, replay and tests and the Kafka transport are interchangeable.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A record to produce. ``key`` picks the partition (the fault domain, DESIGN §1)."""
+
+    topic: str
+    key: str | None
+    value: bytes
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record read from the bus, with where it came from (for offsets and dead letters)."""
+
+    topic: str
+    key: str | None
+    value: bytes
+    ts: float
+    partition: int = 0
+    offset: int = 0
+
+
+TopicPartition = tuple[str, int]
+
+
+class Bus(ABC):
+    """Produce batches; a consumer subscribes, polls batches and commits what it has stored."""
+
+    @abstractmethod
+    def produce(self, records: Iterable[Outgoing]) -> None: ...
+
+    def flush(self, timeout_s: float | None = None) -> None:  # noqa: B027 - optional hook
+        """Block until produced records are delivered (a no-op where delivery is immediate)."""
+
+    @abstractmethod
+    def subscribe(self, topics: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]: ...
+
+    @abstractmethod
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        """Record that everything before ``offsets[(topic, partition)]`` is done."""
+
+    @abstractmethod
+    def seek(self, offsets: dict[TopicPartition, int]) -> None:
+        """Continue reading each partition at the given offset (restores from stored offsets)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def partition_for(key: str | None, partitions: int) -> int:
+    """Stable key → partition (crc32, the same in every process and run)."""
+    if partitions <= 1 or key is None:
+        return 0
+    return zlib.crc32(key.encode()) % partitions
+
+
+class MemoryBus(Bus):
+    """An in-process bus with Kafka's semantics for one consumer group.
+
+    Records keep produce order; each topic has ``partitions`` partitions with their own offsets; a
+    poll returns records in the order they were produced; commit and seek work as in Kafka.
+    """
+
+    def __init__(self, partitions: int = 1) -> None:
+        self.partitions = partitions
+        self._log: list[Record] = []
+        self._next_offset: dict[TopicPartition, int] = {}
+        self._position = 0  # index into _log of the next record to consider
+        self._topics: set[str] = set()
+        self._next_read: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+
+    def produce(self, records: Iterable[Outgoing]) -> None:
+        for r in records:
+            p = partition_for(r.key, self.partitions)
+            offset = self._next_offset.get((r.topic, p), 0)
+            self._next_offset[(r.topic, p)] = offset + 1
+            self._log.append(Record(r.topic, r.key, r.value, r.ts, p, offset))
+
+    def subscribe(self, topics: Sequence[str]) -> None:
+        self._topics = set(topics)
+
+    def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
+        out: list[Record] = []
+        log, i = self._log, self._position
+        while i < len(log) and len(out) < max_records:
+            r = log[i]
+            i += 1
+            tp = (r.topic, r.partition)
+            if r.topic in self._topics and r.offset >= self._next_read.get(tp, 0):
+                self._next_read[tp] = r.offset + 1
+                out.append(r)
+        self._position = i
+        return out
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.committed.update(offsets)
+
+    def seek(self, offsets: dict[TopicPartition, int]) -> None:
+        self._next_read.update(offsets)
+        self._position = 0
+
+    def pending(self) -> int:
+        """Records produced but not yet polled (any topic)."""
+        return len(self._log) - self._position
+
+    def records(self, topic: str) -> list[Record]:
+        """Everything produced to ``topic`` (for tests and the demo's report)."""
+        return [r for r in self._log if r.topic == topic]
+
+    def trim(self) -> None:
+        """Forget records already polled, so a long demo does not grow without bound."""
+        del self._log[: self._position]
+        self._position = 0

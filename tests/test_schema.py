@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import math
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabricwatch import schema
+from fabricwatch.schema import KINDS, SchemaError
+
+
+def _value(col: schema.Column):
+    if col.type == "str":
+        return st.text(min_size=1, max_size=12)
+    lo = max(col.low, -1e12)
+    hi = min(col.high, 2**62)
+    if col.type == "int":
+        return st.integers(int(lo), int(hi))
+    return st.floats(lo, hi, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def messages(draw, kind: str | None = None):
+    kind = kind or draw(st.sampled_from(sorted(KINDS)))
+    spec = KINDS[kind]
+    n = draw(st.integers(0, 6))
+    rows = {}
+    for col in spec.columns:
+        if col in spec.keys:
+            rows[col.name] = draw(st.lists(_value(col), min_size=n, max_size=n))
+        elif draw(st.booleans()):
+            rows[col.name] = draw(st.lists(st.one_of(st.none(), _value(col)), min_size=n, max_size=n))
+    ts = draw(st.floats(1.0e9, 2.0e9, allow_nan=False))
+    return schema.make(kind, draw(st.text(min_size=1, max_size=10)), ts, draw(st.integers(0, 2**40)), rows)
+
+
+@given(messages())
+def test_bytes_round_trip(m):
+    assert schema.decode(schema.encode(m)) == m
+
+
+def _full(m: schema.Message) -> schema.Message:
+    """The message as storage returns it: every column present, missing ones as nulls."""
+    n = schema.row_count(m)
+    rows = {c.name: list(m.rows.get(c.name, [None] * n)) for c in KINDS[m.kind].columns}
+    return schema.make(m.kind, m.source, round(m.ts * 1e6) / 1e6, m.seq, rows)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages())
+def test_duckdb_round_trip(m):
+    batch = schema.to_table(m.kind, [m])
+    assert batch.rejected == []
+    con = duckdb.connect()
+    con.register("batch", batch.table)
+    con.execute("CREATE TABLE t AS SELECT * FROM batch")
+    back = schema.table_to_messages(m.kind, con.sql("SELECT * FROM t").to_arrow_table())
+    if schema.row_count(m) == 0:
+        assert back == []
+        return
+    assert len(back) == 1
+    got, want = back[0], _full(m)
+    assert (got.kind, got.source, got.seq) == (want.kind, want.source, want.seq)
+    assert math.isclose(got.ts, want.ts, abs_tol=1e-6)
+    assert got.rows == want.rows
+
+
+def _gpu(source="node000", **cols):
+    rows = {"device": [f"{source}/gpu0", f"{source}/gpu1"], "temp_c": [60.0, 61.0]} | cols
+    return schema.make("gpu", source, 1764400000.0, 1, rows)
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        # a temperature no GPU can have
+        (_gpu(temp_c=[1e300, 50.0]), "'temp_c' row 0: 1e+300 outside"),
+        # NaN is never data: a source that cannot read sends null
+        (_gpu(temp_c=[float("nan"), 50.0]), "'temp_c' row 0: nan outside"),
+        # a string where a number belongs
+        (_gpu(temp_c=["hot", 50.0]), "'hot' is a str, expected float"),
+        # a counter must be an integer
+        (_gpu(ecc_dbe_total=[1.5, 0]), "is not an integer"),
+        # a negative counter
+        (_gpu(ecc_dbe_total=[-1, 0]), "'ecc_dbe_total' row 0: -1 outside"),
+        # a key that is null
+        (_gpu(device=["node000/gpu0", None]), "key column 'device' has a null"),
+    ],
+)
+def test_bad_values_are_rejected_with_reason_and_good_messages_kept(message, reason):
+    good = _gpu("node001")
+    batch = schema.to_table("gpu", [good, message, good])
+    assert [i for i, _ in batch.rejected] == [1]
+    assert reason in batch.rejected[0][1]
+    assert batch.table.num_rows == 4
+
+
+@pytest.mark.parametrize(
+    ("patch", "reason"),
+    [
+        ({"schema": "fabricwatch.telemetry/v0"}, "schema is"),
+        ({"kind": "toaster"}, "unknown kind 'toaster'"),
+        ({"ts": float("inf")}, "not seconds since the epoch"),
+        ({"source": ""}, "source must be"),
+        ({"seq": -1}, "seq -1 is negative"),
+        ({"rows": {"device": ["a", "b"], "temp_c": [1.0]}}, "has 1 values, others have 2"),
+        ({"rows": {"temp_c": [1.0]}}, "key column 'device' missing"),
+    ],
+)
+def test_header_problems(patch, reason):
+    value = schema.to_dict(_gpu()) | patch
+    with pytest.raises(SchemaError, match=reason):
+        schema.decode(schema.encode(value))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [(b"\xc1\x00garbage", "undecodable"), (schema.encode({"kind": "gpu"}), "wrong structure"), (b"", "undecodable")],
+)
+def test_undecodable_bytes(data, reason):
+    with pytest.raises(SchemaError, match=reason):
+        schema.decode(data)
+
+
+def test_unknown_columns_are_counted_not_stored():
+    batch = schema.to_table("gpu", [_gpu(colour=["red", "blue"])])
+    assert batch.unknown_columns == 1
+    assert "colour" not in batch.table.column_names
+
+
+def test_integral_floats_are_accepted_as_counters():
+    batch = schema.to_table("gpu", [_gpu(ecc_dbe_total=[3.0, None])])
+    assert batch.table.column("ecc_dbe_total").to_pylist() == [3, None]
