@@ -26,8 +26,8 @@ class Source(ABC):
 
     name: ClassVar[str]
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:  # noqa: B027 - optional hook
+    @classmethod  # noqa: B027 - an optional hook, empty by default
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Add the source's own options to ``fabricwatch collect``."""
 
     @classmethod

@@ -39,7 +39,7 @@ _ANY = msgspec.json.Decoder()
 def _open(path: Path, mode: str) -> IO[bytes]:
     if path.suffix == ".gz":
         return gzip.open(path, mode + "b", compresslevel=3) if "w" in mode else gzip.open(path, mode + "b")
-    return open(path, mode + "b")  # noqa: SIM115 - returned to the caller, who closes it
+    return open(path, mode + "b")
 
 
 class CaptureWriter:

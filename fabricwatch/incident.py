@@ -1,0 +1,33 @@
+"""The incident record (DESIGN §5): what an on-call engineer receives, one per root cause."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "major", "minor", "warning")  # most severe first
+STATUSES = ("firing", "resolved")
+
+
+@dataclass(slots=True)
+class Incident:
+    id: str
+    type: str
+    cause: str
+    location: dict[str, str]  # {"entity": "link", "id": "L00017"}
+    severity: str
+    first_seen: float
+    detected_at: float
+    resolved_at: float | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    symptoms: list[str] = field(default_factory=list)
+    runbook: str | None = None
+    status: str = "firing"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of DESIGN §5, keys in the documented order."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Incident:
+        return cls(**{k: d[k] for k in cls.__slots__ if k in d})  # type: ignore[attr-defined]
