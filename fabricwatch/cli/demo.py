@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from fabricwatch.demo import Progress, default_faults, example_queries, run_demo
     from fabricwatch.faults import load_plan
     from fabricwatch.report import incidents_table
+    from fabricwatch.score import fault_location
 
     topo = topology.generate(args.gpus, args.rails, args.gpus_per_node)
     faults = list(load_plan(args.faults, topo).faults) if args.faults else default_faults(topo)
@@ -72,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
     for m in s.matches:
         mark = "[green]✓[/]" if m.located and m.cause_ok else "[red]✗[/]"
         got = f"{m.incident.id} ({m.incident.cause}) after {m.latency_s:.0f}s" if m.incident else "not found"
-        out.print(
-            f"  {mark} {m.fault['cause']} at {m.fault.get(next(iter(k for k in m.fault if k not in ('cause',))))}"
-            f" → {got}"
-        )
+        entity, target = fault_location(m.fault)
+        out.print(f"  {mark} {m.fault['cause']} at {entity} {target} → {got}")
     out.print(
         f"{result.rows:,} rows in {result.wall_s:.1f}s wall ({result.rows_per_s:,.0f} rows/s, "
         f"{result.sim_s / result.wall_s:.0f}× real time)"
