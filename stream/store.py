@@ -21,6 +21,7 @@ import pyarrow as pa
 from detectors.base import Finding
 from fabricwatch.incident import Incident
 from fabricwatch.schema import KINDS, table_schema
+from stream import segments
 
 DEFAULT_GROUP = "fabricwatch"
 
@@ -88,6 +89,8 @@ class Store:
         self.con = duckdb.connect(self.path)
         for ddl in _DDL:
             self.con.execute(ddl)
+        if self.path != ":memory:":
+            segments.drop_sealed_duplicates(self.con, self.path)
 
     def write_batch(
         self,
@@ -199,6 +202,12 @@ class Store:
 
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
+
+    def seal(self, before: float) -> int:
+        """Move rows older than ``before`` to Parquet segments, so readers can see them while we write."""
+        if self.path == ":memory:":
+            return 0
+        return segments.seal(self.con, self.path, before)
 
     def checkpoint(self) -> None:
         self.con.execute("CHECKPOINT")

@@ -13,8 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "query",
         help="run forensic SQL on a DuckDB file",
-        description="Run SQL on a fabricwatch DuckDB file, read-only. Tables: gpu, optical, port, switch, module, "
-        "incidents, findings, deadletters, runbook_audit (DESIGN §5b).",
+        description="Run SQL on a fabricwatch DuckDB file, read-only, with its sealed Parquet segments. Tables: "
+        "gpu, optical, port, switch, module, incidents, findings, deadletters, runbook_audit (DESIGN §5b). Works "
+        "while a processor is writing the file (then only sealed data is visible).",
     )
     p.add_argument("sql", help="the SQL to run")
     p.add_argument("--db", type=Path, required=True, metavar="FILE", help="the DuckDB file")
@@ -26,13 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import duckdb
 
+    from stream.segments import open_forensic
+
     if not args.db.exists():
         raise InputError("--db", f"{args.db}: no such file")
     try:
-        con = duckdb.connect(str(args.db), read_only=True)
-    except duckdb.IOException as exc:
-        reason = "it is open for writing by a running processor" if "lock" in str(exc).lower() else str(exc)
-        raise InputError("--db", f"cannot open {args.db}: {reason}") from None
+        forensic = open_forensic(args.db)
+    except duckdb.Error as exc:
+        raise InputError("--db", f"cannot open {args.db}: {str(exc).splitlines()[0]}") from None
+    if forensic.note:
+        print(f"fabricwatch query: note: {forensic.note}", file=sys.stderr)
+    con = forensic.con
     try:
         rel = con.sql(args.sql)
         if rel is None:
