@@ -15,8 +15,9 @@ from pathlib import Path
 
 from fabricwatch.errors import InputError
 
-# Failed-scrape reasons (a small fixed set, STYLE 12). A parser's InputError counts as "unparseable".
-REASONS = ("missing_tool", "timeout", "exit_status", "unparseable", "io", "http", "no_device")
+# Failed-scrape reasons (a small fixed set, STYLE 12). A parser's InputError counts as "unparseable", a message
+# the schema rejects as "invalid", an unexpected exception (a bug) as "error".
+REASONS = ("missing_tool", "timeout", "exit_status", "unparseable", "io", "http", "no_device", "invalid", "error")
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # a runaway tool must not eat the collector's memory
 
 
@@ -80,3 +81,14 @@ def read_text(path: str | Path, place: str) -> str:
     except OSError as exc:
         raise ScrapeError(place, f"{path}: {exc.strerror or exc}", "io") from None
     return data.decode("utf-8", "replace")
+
+
+class PartialScrape(ScrapeError):
+    """Some of a scrape failed: ``messages`` holds what was read; the runner sends them and counts a failure."""
+
+    def __init__(self, errors: list[ScrapeError | InputError], messages: list) -> None:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(first.place, first.message + more, getattr(first, "reason", "unparseable"))
+        self.errors = errors
+        self.messages = messages

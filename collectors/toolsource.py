@@ -43,8 +43,9 @@ class Options:
         """Built once at start-up; the port map file is read (and checked) here, not per scrape."""
         common = {"host", "port_map", "timeout", "file"}
         extra = {k: v for k, v in vars(args).items() if k not in common}
+        extra["host_given"] = bool(getattr(args, "host", None))
         return cls(
-            host=args.host or socket.gethostname(),
+            host=getattr(args, "host", None) or socket.gethostname(),
             port_map=portmap.load(getattr(args, "port_map", None)),
             timeout_s=getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S,
             file=getattr(args, "file", None),
