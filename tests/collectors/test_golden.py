@@ -1,7 +1,8 @@
 """Golden folders: every case under tests/golden/<source>/<case>/ is parsed and compared row for row.
 
 A case holds its input (a file, or a folder for sysfs), ``case.yaml`` (``args``: extra command-line
-options; ``input``: the input's name when the folder holds more than one entry) and ``expected.jsonl``
+options; ``input``: the input's name when the folder holds more than one entry; ``empty``: why a real
+output maps to no row) and ``expected.jsonl``
 (what ``fabricwatch parse`` must print). Regenerate after a reviewed parser change with
 ``FABRICWATCH_UPDATE_GOLDEN=1 pytest tests/collectors/test_golden.py`` and read the diff.
 """
@@ -51,7 +52,11 @@ def test_golden_case(case: Path, fw) -> None:
 
 
 def test_every_case_has_rows() -> None:
-    """A golden case that produces nothing would check nothing (the no-GPU and bad-input cases live elsewhere)."""
+    """A case makes rows unless its case.yaml says why it maps nothing (``empty: reason``)."""
     for case in CASES:
+        spec = yaml.safe_load((case / "case.yaml").read_text()) or {}
         lines = [msgspec.json.decode(line) for line in (case / "expected.jsonl").read_bytes().splitlines()]
-        assert lines and all(schema.row_count(schema.from_dict(m)) > 0 for m in lines), case
+        if spec.get("empty"):
+            assert lines == [], case
+        else:
+            assert lines and all(schema.row_count(schema.from_dict(m)) > 0 for m in lines), case
