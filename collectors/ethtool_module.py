@@ -106,7 +106,7 @@ def media_name(transceiver_type: str | None) -> str | None:
     """``'100G Ethernet: 100G Base-SR4 or 25GBase-SR'`` → ``'100G-SR4'``; unknown text is kept as printed."""
     if not transceiver_type:
         return None
-    m = re.search(r"(\d+G)\s*Base-?([A-Z0-9]+)", transceiver_type, re.IGNORECASE)
+    m = re.search(r"(?<![\d.])(\d+G)\s*Base-?([A-Z0-9]+)", transceiver_type, re.IGNORECASE)
     if m:
         return f"{m.group(1).upper()}-{m.group(2).upper()}"
     text = re.sub(r"^[\w ]*Ethernet:\s*", "", transceiver_type).strip()
