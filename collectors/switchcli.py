@@ -224,7 +224,7 @@ class SwitchCliSource(ToolSource):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--command", metavar="CMD", help="command printing the table, e.g. 'ssh leaf0 show interfaces transceiver'"
+            "--command", dest="tool_command", metavar="CMD", help="command printing the table, e.g. 'ssh leaf0 show interfaces transceiver'"
         )
 
     @classmethod
@@ -232,7 +232,7 @@ class SwitchCliSource(ToolSource):
         return parse_text(read_saved(path, cls.name), opts.host, opts.port_map, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        command = self.opts.get("command")
+        command = self.opts.get("tool_command")
         if not command:
             raise InputError(self.name, "give --command (or --file)")
         text = fetch.run(shlex.split(command), self.opts.timeout_s, self.name)

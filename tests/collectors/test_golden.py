@@ -2,7 +2,7 @@
 
 A case holds its input (a file, or a folder for sysfs), ``case.yaml`` (``args``: extra command-line
 options; ``input``: the input's name when the folder holds more than one entry; ``empty``: why a real
-output maps to no row) and ``expected.jsonl``
+output maps to no row; ``error``: the message a real failure output must give) and ``expected.jsonl``
 (what ``fabricwatch parse`` must print). Regenerate after a reviewed parser change with
 ``FABRICWATCH_UPDATE_GOLDEN=1 pytest tests/collectors/test_golden.py`` and read the diff.
 """
@@ -39,6 +39,10 @@ def test_golden_case(case: Path, fw) -> None:
     spec = yaml.safe_load((case / "case.yaml").read_text()) or {}
     args = ["parse", "--source", case.parent.name, str(case_input(case, spec)), "--ts", TS, *spec.get("args", [])]
     code, out, err = fw(*args)
+    if spec.get("error"):  # a real failure output: one clear line, exit 2, no rows
+        assert (code, out) == (2, b""), err
+        assert spec["error"] in err and len(err.strip().splitlines()) == 1, err
+        return
     assert code == 0, err
     got = jsonl(out)
     expected_path = case / "expected.jsonl"
@@ -55,6 +59,8 @@ def test_every_case_has_rows() -> None:
     """A case makes rows unless its case.yaml says why it maps nothing (``empty: reason``)."""
     for case in CASES:
         spec = yaml.safe_load((case / "case.yaml").read_text()) or {}
+        if spec.get("error"):
+            continue
         lines = [msgspec.json.decode(line) for line in (case / "expected.jsonl").read_bytes().splitlines()]
         if spec.get("empty"):
             assert lines == [], case
