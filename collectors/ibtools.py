@@ -116,7 +116,10 @@ class IbToolsSource(ToolSource):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--command", dest="tool_command", metavar="CMD", help="e.g. 'perfquery -x -a' or 'ibswinfo -d lid-2052' (run without a shell)"
+            "--command",
+            dest="tool_command",
+            metavar="CMD",
+            help="e.g. 'perfquery -x -a' or 'ibswinfo -d lid-2052' (run without a shell)",
         )
         parser.add_argument("--node-type", choices=("switch", "ca"), default="switch", help="what perfquery reads")
 

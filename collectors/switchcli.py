@@ -224,7 +224,10 @@ class SwitchCliSource(ToolSource):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--command", dest="tool_command", metavar="CMD", help="command printing the table, e.g. 'ssh leaf0 show interfaces transceiver'"
+            "--command",
+            dest="tool_command",
+            metavar="CMD",
+            help="command printing the table, e.g. 'ssh leaf0 show interfaces transceiver'",
         )
 
     @classmethod
