@@ -19,7 +19,7 @@ from fabricwatch.schema import KINDS, Message, make
 # so a measured zero becomes -40 dBm rather than -inf. A power the tool does not report stays null.
 LOS_DBM = -40.0
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?\b(?:inf|nan)\b", re.IGNORECASE)
 _NOT_A_VALUE = {"", "n/a", "na", "none", "unknown", "not supported", "not available", "disabled", "-", "--"}
 
 
@@ -36,7 +36,7 @@ def number(text: Any) -> float | None:
     if isinstance(text, int | float):
         return float(text) if math.isfinite(text) else None
     s = str(text).strip().strip("[]").strip()
-    if s.lower() in _NOT_A_VALUE or "inf" in s.lower() or "nan" in s.lower().split():
+    if s.lower() in _NOT_A_VALUE:
         return None
     m = _NUMBER.search(s)
     if m is None:
