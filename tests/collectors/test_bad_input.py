@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import pytest
@@ -70,7 +69,7 @@ def test_collect_keeps_going_on_a_bad_file_and_counts_the_failures(fw, tmp_path:
     bad = tmp_path / "nvidia-smi.xml"
     bad.write_text(A100[:3000])
     code, out, err = fw(
-        "collect", "--source", "nvidia-smi", "--file", str(bad), "--interval", "0.05", "--duration", "0.05"
+        "collect", "--source", "nvidia-smi", "--file", str(bad), "--interval", "0.05", "--duration", "0.5"
     )
     assert code == 0 and out == b""
     lines = err.strip().splitlines()
