@@ -8,72 +8,74 @@ events (a flap, an XID, a module replacement) happen at their instants. Random c
 (which lanes are dirtier, which ports of a switch fail) come from a stream of the fault's own, so a
 fault never changes the noise any other entity sees.
 
-Signatures (what changes relative to the same run without the fault; nothing else does):
+Signatures: what differs from the same run (same seed) without the fault; nothing else does. "Port
+errors" below means pre_fec_ber, fec_corrected_total, fec_uncorrectable_total, symbol_errors_total
+and rx_crc_errors_total; "link-down port columns" means, at both ends: state 0 and speed_gbps null
+at scrapes while down, pre_fec_ber null, link_down_total +1 per drop, bytes/packets, FEC/symbol,
+pause and ECN counters stop for the time down, queue_depth_bytes 0, and FEC/symbol counters restart
+from 0 when the link retrains.
 
-connector_contamination  link, ``direction`` a_to_b (loss in the a→b fibres, seen at b) or b_to_a,
-    ``loss_db`` (4): optical rx_power_dbm of the receiving port's lanes falls by 0.6-1.0 × loss_db
-    (the dirtiest lane by loss_db). Port of the receiving end: pre_fec_ber, fec_corrected_total move
-    with the waterfall, visibly once rx is within ~3 dB of the lane's sensitivity (-9 dBm);
-    fec_uncorrectable_total, symbol_errors_total, rx_crc_errors_total once BER nears 2.4e-4. The
-    transmitting end, and the other direction, are unchanged. (With a loss so large that the link
-    drops, the link_down signature follows.)
-fiber_damage  link, ``loss_db`` (8): as contamination but in both directions, all lanes
-    (0.85-1.0 × loss_db each): rx_power_dbm down at both ends, BER/FEC/CRC per the waterfall at both.
-laser_degradation  port (the transmitter), ``drop_db`` (5), ``lane`` (None = all lanes): the port's
-    tx_power_dbm falls by s × drop_db and its bias_ma rises by up to 50 % (APC fighting a dimming
-    laser); the far end's rx_power_dbm follows, and its BER/FEC per the waterfall. Meant to ramp over
-    hours. At ``end`` the module is replaced: the module message of its source is re-sent, the link
-    retrains (link_down_total +1 and FEC/symbol counters reset to 0 at both ends) and powers return.
-transceiver_fault  port, ``mode``:
-    errors: the module's receive path corrupts bits: pre_fec_ber of the port rises log-linearly to
-    ``ber`` (1e-3) on all lanes; fec_corrected_total, and at ``ber`` > ~3e-4 fec_uncorrectable_total,
-    symbol_errors_total and rx_crc_errors_total rise. Optical powers at both ends are unchanged.
-    dead_lane: lane ``lane`` (0) of the port's transmitter dies: its tx_power_dbm falls to -40 dBm and
-    its bias_ma to 0, the far end's rx_power_dbm on that lane to -40 dBm; the other lanes are normal.
-    Once the far end loses the lane the link is down (the link_down port columns below, both ends).
-    At ``end`` the module is replaced as for laser_degradation.
-link_flap  link, ``period`` (30 s), ``down_s`` (3 s): from ``start`` the link drops for ``down_s``
-    every ``period`` seconds. Both ends: link_down_total +1 per drop (also for drops between scrapes),
-    state 0 and speed_gbps null when a scrape falls in a drop, bytes/packets lose the down time, FEC
-    and symbol counters reset to 0 at each retrain, pre_fec_ber null and queue 0 while down. Optics
-    unchanged. ``ramp`` does not apply.
-link_down  link: light stops in both directions (rx_power_dbm of all lanes at both ends falls over
-    ``ramp`` to -40 dBm). Both ends: state 0, speed_gbps null, pre_fec_ber null, link_down_total +1
-    once, byte/packet/FEC/pause/ECN counters frozen, queue_depth_bytes 0. At ``end`` the link
-    retrains: FEC/symbol counters restart from 0.
-switch_fault  switch, ``ports_fraction`` (0.6), ``ber`` (5e-4): a fixed random ``ports_fraction`` of the
-    switch's ports receive with BER ``ber`` × 0.7-1.4 (log-linear over the ramp): on those ports
-    pre_fec_ber, fec_corrected_total, fec_uncorrectable_total, symbol_errors_total and
-    rx_crc_errors_total rise together. Optics, the link partners and the switch row are unchanged.
-incast_hotspot  port (congested egress), ``load`` (1.6 × line rate offered, s × load over the ramp):
-    once offered load passes capacity the port transmits at 98.5 % of line rate all the time
-    (tx_bytes/packets, and rx_bytes/packets of its link partner), its queue_depth_bytes stands at
-    0.15-3 MB and its ecn_marked_total rises with the DCQCN marking probability (its partner's, a GPU
-    port, mirrors the marks). Its switch pauses the feeders of the port at 24 000 × (load-1)/load
-    frames/s: tx_pause_total on those ports, rx_pause_total on their partners (one hop).
-pfc_storm  port (the pause source): the port sends pause frames at s × 24 000/s (tx_pause_total) with
-    nothing queued behind it (its queue and ECN are unchanged). Its partner receives them
-    (rx_pause_total), stops transmitting (its tx_bytes/packets and the source's rx_bytes/packets drop
-    by s) and its queue_depth_bytes fills (s × 3 MB). The partner's switch pauses that port's
-    feeders at half the rate and the switches beyond pause theirs at a quarter: tx_pause_total on
-    ports up to two hops upstream, rx_pause_total on their partners.
-cooling_failure  cooling_loop, ``delta_c`` (18): the loop's coolant warms by s × delta_c and the
+connector_contamination  link; ``direction`` a_to_b (dirt in the a→b fibres, seen at b) or b_to_a;
+    ``loss_db`` (4). optical rx_power_dbm of the receiving port's 4 lanes falls by 0.6-1.0 × loss_db
+    (the dirtiest lane by loss_db). The receiving port's errors follow the BER waterfall: visible once
+    rx is within ~3 dB of the lane's sensitivity (about -9 dBm), uncorrectables and CRC errors once
+    BER nears 2.4e-4. tx at both ends and the other direction are unchanged. (A loss that drops the
+    link adds the link-down port columns.)
+fiber_damage  link; ``loss_db`` (8). As contamination but both directions, every lane 0.85-1.0 ×
+    loss_db: rx_power_dbm down at both ends, errors per the waterfall at both ends.
+laser_degradation  port (the transmitter); ``drop_db`` (5), ``lane`` (None = all). The port's
+    tx_power_dbm falls by s × drop_db and its bias_ma rises up to +50 % (APC driving an ageing laser);
+    the far end's rx_power_dbm falls with it, its errors per the waterfall. Meant to ramp over hours.
+    At ``end`` the module is replaced: the port's source re-sends its module message (module seq +1),
+    the link retrains (link_down_total +1 and FEC/symbol counters from 0 at both ends), powers return.
+transceiver_fault  port; ``mode``:
+    errors (``ber`` 1e-3): the module's receive path corrupts bits on all lanes: the port's errors,
+    pre_fec_ber rising log-linearly to ``ber``; uncorrectables, symbol and CRC errors once ``ber``
+    passes ~3e-4 (thousands per second at 1e-3). Optical powers at both ends unchanged.
+    dead_lane (``lane`` 0): that lane's laser dies: its tx_power_dbm reads -40 dBm and its bias_ma 0,
+    the far end's rx_power_dbm on that lane -40 dBm; other lanes and the other direction normal. The
+    far end loses lock: the link-down port columns. At ``end`` the module is replaced (as above).
+link_flap  link; ``period`` (30 s), ``down_s`` (3 s). From ``start`` the link drops for down_s every
+    period seconds, drops between scrapes included: the link-down port columns at both ends (state 0
+    only where a scrape falls inside a drop). Optics unchanged. ``ramp`` does not apply.
+link_down  link. Light stops both ways: rx_power_dbm of every lane at both ends falls over ``ramp`` to
+    -40 dBm; the link-down port columns at both ends. At ``end`` light returns and the link retrains.
+switch_fault  switch; ``ports_fraction`` (0.6), ``ber`` (5e-4). A fixed random ports_fraction of the
+    switch's ports receive with BER ``ber`` × 0.7-1.4 (log-linear over the ramp): port errors on all
+    of them at once (uncorrectables and CRC errors every scrape at the default). Optics, link
+    partners and the switch row unchanged.
+incast_hotspot  port (congested egress); ``load`` (1.6, offered × line rate, s × load over the ramp).
+    The port: tx_bytes/packets at 98.5 % of line rate all the time, queue_depth_bytes standing at
+    0.15-3 MB once offered > 1, ecn_marked_total rising with DCQCN's marking probability (up to 20 %
+    of frames). Its link partner: rx_bytes/packets, and ecn_marked_total if it is a GPU (it counts
+    marked frames received). Its switch pauses the port's feeders (Plant.feeders: a leaf's uplinks for
+    a GPU-facing port) at 24 000 × (load-1)/load frames/s: tx_pause_total there, rx_pause_total on
+    their partners. One hop only.
+pfc_storm  port (the pause source). The port: tx_pause_total at s × 24 000/s; its rx_bytes/packets
+    (and, for a GPU, ecn_marked_total) drop by s because its partner is held; its queue and tx are
+    unchanged (nothing is queued behind the pauses). The partner: rx_pause_total, tx_bytes/packets
+    and ecn_marked_total down by s, queue_depth_bytes full (s × 3 MB). Upstream: the partner's switch
+    pauses the partner's feeders at half the rate (hop 1), the switches beyond pause the feeders of
+    those ports at a quarter (hop 2): tx_pause_total on those ports, rx_pause_total on their partners.
+cooling_failure  cooling_loop; ``delta_c`` (18). The loop's coolant warms by s × delta_c and the
     reduced flow raises cold-plate resistance by up to 35 %. Every GPU of the loop: temp_c and
-    mem_temp_c rise; at 85 °C the driver throttles: throttle_mask gains SW_THERMAL 0x20 (0x8|0x40 at
-    89 °C), power_w and sm_clock_mhz fall. The NPO engines of those GPUs warm with their coolant:
-    module_temp_c and bias_ma of their ports rise, and above 60 °C their pre_fec_ber and
+    mem_temp_c rise; from 85 °C throttle_mask has SW_THERMAL 0x20 (and 0x8|0x40 at 89 °C) while
+    power_w and sm_clock_mhz fall. Their NPO engines warm with the coolant: module_temp_c and bias_ma
+    of the GPUs' ports rise, and above 60 °C module temperature their pre_fec_ber and
     fec_corrected_total (×10 per 12 °C).
-gpu_thermal  gpu, ``delta_c`` (22): the GPU runs s × delta_c hotter than its peers at the job's mean
-    load (its die-to-cold-plate resistance rises): temp_c and mem_temp_c up; at 85 °C SW_THERMAL
-    0x20 with power_w and sm_clock_mhz down. Its optics are unchanged.
-npo_thermal_coupling  gpu, ``delta_c`` (20), ``coupling`` (0.6): the GPU runs hot as in gpu_thermal and
-    its engines take ``coupling`` of its excess over their normal temperature: module_temp_c rises
-    (~20 °C), bias_ma with it (~20-25 %), and the port's pre_fec_ber and fec_corrected_total rise
-    (×10 per 12 °C above 60 °C). The link partners are unchanged.
-gpu_xid  gpu, ``xid`` (79): while active the GPU row's xid is the code. 48 (double-bit ECC):
-    ecc_dbe_total +1 at ``start``. 79 (fallen off the bus): every other value of the row is null,
-    and the GPU's ports stop carrying traffic (tx/rx bytes and packets of both ends of its host
-    links stop rising; queue 0; optics and link state unchanged). Other codes: xid only.
+gpu_thermal  gpu; ``delta_c`` (22). The GPU runs s × delta_c hotter than it would at the job's mean
+    load (its die-to-cold-plate resistance rises): temp_c, mem_temp_c up; from 85 °C SW_THERMAL 0x20,
+    power_w and sm_clock_mhz down. Its engines do not heat: once it throttles, the lower power lets
+    their module_temp_c (and bias_ma) fall by up to ~2 °C. Nothing else.
+npo_thermal_coupling  gpu; ``delta_c`` (20), ``coupling`` (0.6). The GPU runs hot as in gpu_thermal
+    (same gpu columns), and its engines take ``coupling`` × s of the die's excess over their normal
+    temperature: module_temp_c up ~20 °C, bias_ma up ~20 %, the port's pre_fec_ber and
+    fec_corrected_total up (×10 per 12 °C above 60 °C). The link partners are unchanged.
+gpu_xid  gpu; ``xid`` (79). While active the GPU row's xid is the code. 48 (double-bit ECC):
+    ecc_dbe_total +1 at ``start``. 79 (fallen off the bus): every other value of the row is null, and
+    the GPU's host links go idle: tx/rx bytes and packets of both ends stop rising, their queue is 0
+    and ECN marks stop; optics and link state unchanged. Other codes: xid only. After ``end`` the
+    xid returns to 0 and readings resume.
 """
 
 from __future__ import annotations

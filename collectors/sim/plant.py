@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabricwatch.topology import Topology, split_gpu, split_port
+from fabricwatch.topology import Topology, split_port
 
 LANES = 4  # 400GBASE-DR4: four parallel single-mode lanes of 100 Gb/s (53.125 GBd PAM4)
 TIER_RANK = {"leaf": 0, "spine": 1}
@@ -132,9 +132,6 @@ class Plant:
     def gpu_of(self, gpu: str) -> int:
         return self.gpu_index[gpu]
 
-    def ports_of_gpu(self, g: int) -> np.ndarray:
-        return np.flatnonzero(self.port_gpu == g)
-
     def ports_of_switch(self, s: int) -> np.ndarray:
         return np.flatnonzero(self.port_switch == s)
 
@@ -156,6 +153,3 @@ class Plant:
         if other.size:
             return other
         return own[own != p]
-
-    def gpu_node_name(self, g: int) -> str:
-        return split_gpu(self.gpus[g])[0]  # type: ignore[index]

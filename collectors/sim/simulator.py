@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +45,29 @@ CRC_FRAMES_PER_FAILED_CODEWORD = 1.16  # a 4.1 kB frame spans ~6.4 codewords; 1 
 SWITCH_MODULE_SELF_C = 14.0
 RX_JITTER_DB = 0.03
 MICROBURST_CAP_BYTES = 600e3  # a 400G pluggable dissipates ~12 W above the front-panel air
+
+
+@dataclass(slots=True)
+class _Light:
+    tx_read: np.ndarray
+    rx_read: np.ndarray
+    bias: np.ndarray
+    module_temp: np.ndarray
+    voltage: np.ndarray
+    port_ber: np.ndarray
+    rx_min: np.ndarray
+
+
+@dataclass(slots=True)
+class _Flow:
+    tx_bytes: np.ndarray
+    tx_pkts: np.ndarray
+    rho_now: np.ndarray  # egress utilisation at the scrape instant
+    pause_rate: np.ndarray  # pause frames/s caused by faults
+    blocked: dict[int, float]  # port -> share of its sending held by its partner's pauses
+    u_queue: np.ndarray
+    u_burst: np.ndarray
+    burst: np.ndarray
 
 
 class _Counter:
@@ -186,12 +210,11 @@ class Simulator:
         k = self._k
         t = k * self.interval
         t_prev = t - self.interval
-        dt = self.interval if k else 0.0
+        dt = self.interval if k else 0.0  # the first scrape reads the plant as found: no increments
         self.t, self.ts = t, self.start_ts + t
         eff = self.injector.effects(t_prev, t)
-        p, st, tr = self.plant, self.streams, self.traffic
+        p, st = self.plant, self.streams
 
-        # --- load and GPUs ---
         comm_s = self.job.comm_seconds(t_prev, t) if k else 0.0
         comm_interval = comm_s / self.interval if k else self.job.comm
         gpu, module_temp_gpu = self.thermal.step(
@@ -207,104 +230,13 @@ class Simulator:
         self.ecc_dbe += eff.dbe_events
         self.pcie_replay += poisson(self.pcie_rate * dt, st.at(k, "pcie"))
 
-        # --- optics ---
-        port_util = tr.comm_load * comm_interval + fabric.BACKGROUND
-        module_temp = self._module_temps(module_temp_gpu, port_util)
-        on = st.at(k, "optics")
-        z_tx, z_rx, z_bias, z_ber, z_jitter = on.standard_normal((5, p.L))
-        u_burst, burst_mult = on.random((2, p.L))
-        z_temp, z_volt = on.standard_normal((2, p.P))
-        tx_true = np.where(eff.tx_dead, optics.DARK_DBM, self.tx_set_dbm - eff.tx_drop_db)
-        # received power wanders by a few hundredths of a dB (connector micro-movement, polarisation)
-        rx_true = tx_true[p.row_peer] - self.loss_rx_db - eff.rx_extra_loss_db + RX_JITTER_DB * z_jitter
-        lane_temp = np.repeat(module_temp, LANES)
-        bias = optics.bias_ma(optics.dbm_to_mw(self.tx_set_dbm), lane_temp, self.ith0, self.eta0) * eff.bias_mult
-        bias = np.where(eff.tx_dead, 0.0, np.maximum(bias + 0.08 * z_bias, 0.0))
-        floor = np.power(10.0, self.floor_log10 + 0.065 * z_ber) * optics.thermal_floor_factor(lane_temp)
-        floor = np.where(u_burst < 2e-4, floor * (2.0 + 6.0 * burst_mult), floor)  # brief healthy error bursts
-        ber_lane = floor + optics.waterfall_ber(rx_true, self.sensitivity_dbm)
-        for rows, target, s in eff.ber_faults:
-            base = ber_lane[rows]
-            ber_lane[rows] = np.maximum(base, np.exp(np.log(base) + s * (np.log(target) - np.log(base))))
-        ber_lane = np.minimum(ber_lane, 0.5)
-        port_ber = ber_lane.reshape(p.P, LANES).mean(axis=1)
-        rx_min = rx_true.reshape(p.P, LANES).min(axis=1)
-
-        # --- link state ---
-        up_share, up_now, reset, after_reset = self._links(eff, t_prev, t, dt, port_ber, rx_min)
-        port_up_share = up_share[p.port_link]
-        port_up_now = up_now[p.port_link]
-
-        # --- traffic ---
-        tn = st.at(k, "traffic")
-        z_traffic = tn.standard_normal(p.P)
-        u_queue, u_burst_q, burst_q = tn.random((3, p.P))
-        seconds = (tr.comm_load * comm_s + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
-        rho_now = tr.comm_load * float(self.job.comm_now(t)) + fabric.BACKGROUND
-        for port, load in eff.incast.items():
-            seconds[port] = max(seconds[port], min(load, fabric.MAX_TX_SHARE) * dt)
-            rho_now[port] = max(rho_now[port], load)
-        fault_pause, blocked = pause_sources(p, eff) if (eff.incast or eff.storm) else (0.0, {})
-        for port, s in blocked.items():
-            seconds[port] *= 1.0 - s
-            rho_now[port] *= 1.0 - s
-        silent = np.zeros(p.P, dtype=bool)
-        if eff.offbus.any():
-            dead_ports = np.flatnonzero(eff.offbus[np.maximum(p.port_gpu, 0)] & p.port_is_gpu)
-            silent[dead_ports] = True
-            silent[p.port_peer[dead_ports]] = True
-        seconds = np.where(silent, 0.0, seconds) * port_up_share
-        rho_now = np.where(silent | ~port_up_now, 0.0, rho_now)
-        tx_bytes = self.tx_bytes.add(seconds * fabric.LINE_BYTES_PER_S)
-        self.rx_bytes += tx_bytes[p.port_peer]
-        tx_pkts = self.tx_pkts.add(tx_bytes / tr.frame_bytes)
-        self.rx_pkts += tx_pkts[p.port_peer]
-
-        # --- FEC and errors ---
-        fn = st.at(k, "fec")
-        window_bits = optics.PORT_BITS_PER_S * self.interval
-        corrected = poisson(port_ber * window_bits * port_up_share if k else port_ber * window_bits, fn)
-        measured_ber = corrected / window_bits
-        unc = poisson(optics.codeword_failure(port_ber) * optics.CODEWORDS_PER_S * dt * port_up_share, fn)
-        busy = np.minimum(tx_bytes[p.port_peer] / (fabric.LINE_BYTES_PER_S * max(dt, 1e-9)), 1.0)
-        crc = round_up_fraction(unc * CRC_FRAMES_PER_FAILED_CODEWORD * busy, fn.random(p.P))
-        if not k:
-            corrected = np.zeros(p.P, dtype=np.int64)
-        reset_ports = reset[p.port_link]
-        keep = after_reset[p.port_link]
-        self.fec_corrected = np.where(reset_ports, 0, self.fec_corrected) + np.floor(corrected * keep).astype(np.int64)
-        self.fec_uncorrectable = np.where(reset_ports, 0, self.fec_uncorrectable) + np.floor(unc * keep).astype(
-            np.int64
-        )
-        self.symbol_errors = np.where(reset_ports, 0, self.symbol_errors) + np.floor(
-            unc * keep * optics.SYMBOLS_PER_FAILED_CODEWORD
-        ).astype(np.int64)
-        self.crc += crc
-
-        # --- congestion ---
-        cn = st.at(k, "congestion")
-        queue = fabric.queue_mean_bytes(rho_now, tr.frame_bytes) * tr.queue_scale * -np.log1p(-u_queue)
-        # microbursts (many flows' packets meeting at once): short, bounded by the ECN/PFC thresholds
-        queue = np.where(u_burst_q < 0.002, np.minimum(queue * (5.0 + 25.0 * burst_q), MICROBURST_CAP_BYTES), queue)
-        ecn_p = tr.ecn_rate.copy()
-        for port, load in eff.incast.items():
-            if load > 1.0 and port_up_now[port]:
-                queue[port] = fabric.incast_queue(np.array([load]))[0] * (0.9 + 0.2 * u_queue[port])
-                ecn_p[port] = max(ecn_p[port], float(fabric.ecn_probability(np.array([queue[port]]))[0]))
-        for port, s in blocked.items():
-            if port_up_now[port]:
-                queue[port] = s * fabric.QUEUE_CAP_BYTES * (0.95 + 0.1 * u_queue[port])
-        queue = np.where(port_up_now, queue, 0.0)
-        marks = poisson(tx_pkts * ecn_p, cn)
-        gpu_facing = p.port_is_gpu & ~p.port_is_gpu[p.port_peer]
-        marks[gpu_facing] = marks[p.port_peer[gpu_facing]]
-        marks[p.port_is_gpu & p.port_is_gpu[p.port_peer]] = 0
-        self.ecn += marks
-        tx_pause = poisson((tr.pause_rate + fault_pause) * dt * port_up_share, cn)
-        self.tx_pause += tx_pause
-        self.rx_pause += tx_pause[p.port_peer]
-
-        # --- switches ---
+        port_util = self.traffic.comm_load * comm_interval + fabric.BACKGROUND
+        light = self._optics(k, eff, self._module_temps(module_temp_gpu, port_util))
+        up_share, up_now, reset, after_reset = self._links(eff, t_prev, t, dt, light.port_ber, light.rx_min)
+        port_up_share, port_up_now = up_share[p.port_link], up_now[p.port_link]
+        flow = self._traffic(k, eff, t, dt, comm_s, port_up_share, port_up_now)
+        measured_ber = self._errors(k, dt, light.port_ber, port_up_share, reset, after_reset, flow.tx_bytes)
+        queue = self._congestion(k, eff, dt, flow, port_up_share, port_up_now)
         switch_temp, fan = self._switch_rows(port_util, dt, st.at(k, "switch"))
 
         readings = {
@@ -313,11 +245,11 @@ class Simulator:
             "xid": eff.xid,
             "ecc_dbe": self.ecc_dbe,
             "pcie_replay": self.pcie_replay,
-            "tx_read": np.where(eff.tx_dead, optics.LOSS_OF_LIGHT_DBM, optics.dom_reading_dbm(tx_true, 0.03 * z_tx)),
-            "rx_read": optics.dom_reading_dbm(rx_true, 0.05 * z_rx),
-            "bias": bias,
-            "module_temp": module_temp + 0.1 * z_temp,
-            "voltage": self.voltage + 0.002 * z_volt,
+            "tx_read": light.tx_read,
+            "rx_read": light.rx_read,
+            "bias": light.bias,
+            "module_temp": light.module_temp,
+            "voltage": light.voltage,
             "up_now": port_up_now,
             "measured_ber": measured_ber,
             "queue": queue,
@@ -327,6 +259,130 @@ class Simulator:
         send_modules = self._module_due(t_prev, t, k, eff)
         self._k += 1
         return self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules)
+
+    # --- pieces of a step ---------------------------------------------------------------------------------
+
+    def _optics(self, k: int, eff: Effects, module_temp: np.ndarray) -> _Light:
+        """Lane powers, bias and BER at the scrape (optics.py has the physics)."""
+        p = self.plant
+        gen = self.streams.at(k, "optics")
+        z_tx, z_rx, z_bias, z_ber, z_jitter = gen.standard_normal((5, p.L))
+        u_burst, burst_mult = gen.random((2, p.L))
+        z_temp, z_volt = gen.standard_normal((2, p.P))
+        tx_true = np.where(eff.tx_dead, optics.DARK_DBM, self.tx_set_dbm - eff.tx_drop_db)
+        # received power wanders by a few hundredths of a dB (connector micro-movement, polarisation)
+        rx_true = tx_true[p.row_peer] - self.loss_rx_db - eff.rx_extra_loss_db + RX_JITTER_DB * z_jitter
+        lane_temp = np.repeat(module_temp, LANES)
+        # APC holds the set point: an ageing laser (bias_mult) needs more current for it, a dead one none
+        bias = optics.bias_ma(optics.dbm_to_mw(self.tx_set_dbm), lane_temp, self.ith0, self.eta0) * eff.bias_mult
+        bias = np.where(eff.tx_dead, 0.0, np.maximum(bias + 0.08 * z_bias, 0.0))
+        floor = np.power(10.0, self.floor_log10 + 0.065 * z_ber) * optics.thermal_floor_factor(lane_temp)
+        floor = np.where(u_burst < 2e-4, floor * (2.0 + 6.0 * burst_mult), floor)  # brief healthy error bursts
+        ber_lane = floor + optics.waterfall_ber(rx_true, self.sensitivity_dbm)
+        for rows, target, s in eff.ber_faults:  # log-linear from the healthy BER to the fault's
+            base = ber_lane[rows]
+            ber_lane[rows] = np.maximum(base, np.exp(np.log(base) + s * (np.log(target) - np.log(base))))
+        ber_lane = np.minimum(ber_lane, 0.5)
+        return _Light(
+            tx_read=np.where(eff.tx_dead, optics.LOSS_OF_LIGHT_DBM, optics.dom_reading_dbm(tx_true, 0.03 * z_tx)),
+            rx_read=optics.dom_reading_dbm(rx_true, 0.05 * z_rx),
+            bias=bias,
+            module_temp=module_temp + 0.1 * z_temp,
+            voltage=self.voltage + 0.002 * z_volt,
+            port_ber=ber_lane.reshape(p.P, LANES).mean(axis=1),  # the FEC sees the lanes interleaved
+            rx_min=rx_true.reshape(p.P, LANES).min(axis=1),
+        )
+
+    def _traffic(
+        self, k: int, eff: Effects, t: float, dt: float, comm_s: float, up_share: np.ndarray, up_now: np.ndarray
+    ) -> _Flow:
+        """Bytes and frames sent per port over the interval, and the load each egress sees at t."""
+        p, tr = self.plant, self.traffic
+        gen = self.streams.at(k, "traffic")
+        z_traffic = gen.standard_normal(p.P)
+        u_queue, u_burst, burst = gen.random((3, p.P))
+        seconds = (tr.comm_load * comm_s + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
+        rho_now = tr.comm_load * float(self.job.comm_now(t)) + fabric.BACKGROUND
+        for port, load in eff.incast.items():
+            seconds[port] = max(seconds[port], min(load, fabric.MAX_TX_SHARE) * dt)
+            rho_now[port] = max(rho_now[port], load)
+        pause_rate, blocked = pause_sources(p, eff) if (eff.incast or eff.storm) else (np.zeros(p.P), {})
+        for port, s in blocked.items():  # a port paused by its partner cannot send
+            seconds[port] *= 1.0 - s
+            rho_now[port] *= 1.0 - s
+        silent = np.zeros(p.P, dtype=bool)
+        if eff.offbus.any():  # a GPU off the bus neither sends nor is sent to
+            dead = np.flatnonzero(eff.offbus[np.maximum(p.port_gpu, 0)] & p.port_is_gpu)
+            silent[dead] = True
+            silent[p.port_peer[dead]] = True
+        seconds = np.where(silent, 0.0, seconds) * up_share
+        rho_now = np.where(silent | ~up_now, 0.0, rho_now)
+        tx_bytes = self.tx_bytes.add(seconds * fabric.LINE_BYTES_PER_S)
+        self.rx_bytes += tx_bytes[p.port_peer]
+        tx_pkts = self.tx_pkts.add(tx_bytes / tr.frame_bytes)
+        self.rx_pkts += tx_pkts[p.port_peer]
+        return _Flow(tx_bytes, tx_pkts, rho_now, pause_rate, blocked, u_queue, u_burst, burst)
+
+    def _errors(
+        self,
+        k: int,
+        dt: float,
+        port_ber: np.ndarray,
+        up_share: np.ndarray,
+        reset: np.ndarray,
+        after_reset: np.ndarray,
+        tx_bytes: np.ndarray,
+    ) -> np.ndarray:
+        """FEC, symbol and CRC counters over the interval; returns the pre-FEC BER each port reports."""
+        p = self.plant
+        gen = self.streams.at(k, "fec")
+        # The BER a port reports is its corrected bits over the bits it received in the last interval
+        # (at the first scrape: over one interval before it, which only the reading sees).
+        bits = optics.PORT_BITS_PER_S * self.interval * (up_share if k else 1.0)
+        corrected = poisson(port_ber * bits, gen)
+        measured_ber = corrected / np.maximum(bits, 1.0)
+        unc = poisson(optics.codeword_failure(port_ber) * optics.CODEWORDS_PER_S * dt * up_share, gen)
+        busy = np.minimum(tx_bytes[p.port_peer] / (fabric.LINE_BYTES_PER_S * max(dt, 1e-9)), 1.0)
+        crc = round_up_fraction(unc * CRC_FRAMES_PER_FAILED_CODEWORD * busy, gen.random(p.P))
+        if not k:
+            corrected = np.zeros(p.P, dtype=np.int64)
+        zero = reset[p.port_link]
+        keep = after_reset[p.port_link]  # counts after a retrain within the interval
+        self.fec_corrected = np.where(zero, 0, self.fec_corrected) + np.floor(corrected * keep).astype(np.int64)
+        self.fec_uncorrectable = np.where(zero, 0, self.fec_uncorrectable) + np.floor(unc * keep).astype(np.int64)
+        symbols = np.floor(unc * keep * optics.SYMBOLS_PER_FAILED_CODEWORD).astype(np.int64)
+        self.symbol_errors = np.where(zero, 0, self.symbol_errors) + symbols
+        self.crc += crc
+        return measured_ber
+
+    def _congestion(
+        self, k: int, eff: Effects, dt: float, flow: _Flow, up_share: np.ndarray, up_now: np.ndarray
+    ) -> np.ndarray:
+        """Queues at t, ECN marks and pause frames over the interval; returns the queue depths."""
+        p, tr = self.plant, self.traffic
+        gen = self.streams.at(k, "congestion")
+        queue = fabric.queue_mean_bytes(flow.rho_now, tr.frame_bytes) * tr.queue_scale * -np.log1p(-flow.u_queue)
+        # microbursts (many flows' packets meeting at once): short, bounded by the ECN/PFC thresholds
+        burst = np.minimum(queue * (5.0 + 25.0 * flow.burst), MICROBURST_CAP_BYTES)
+        queue = np.where(flow.u_burst < 0.002, burst, queue)
+        ecn_p = tr.ecn_rate.copy()
+        for port, load in eff.incast.items():
+            if load > 1.0 and up_now[port]:
+                queue[port] = fabric.incast_queue(np.array([load]))[0] * (0.9 + 0.2 * flow.u_queue[port])
+                ecn_p[port] = max(ecn_p[port], float(fabric.ecn_probability(np.array([queue[port]]))[0]))
+        for port, s in flow.blocked.items():
+            if up_now[port]:
+                queue[port] = s * fabric.QUEUE_CAP_BYTES * (0.95 + 0.1 * flow.u_queue[port])
+        queue = np.where(up_now, queue, 0.0)
+        marks = poisson(flow.tx_pkts * ecn_p, gen)
+        gpu_facing = p.port_is_gpu & ~p.port_is_gpu[p.port_peer]
+        marks[gpu_facing] = marks[p.port_peer[gpu_facing]]  # a NIC counts the marked frames it receives
+        marks[p.port_is_gpu & p.port_is_gpu[p.port_peer]] = 0
+        self.ecn += marks
+        tx_pause = poisson((tr.pause_rate + flow.pause_rate) * dt * up_share, gen)
+        self.tx_pause += tx_pause
+        self.rx_pause += tx_pause[p.port_peer]
+        return queue
 
     # --- pieces of a step ---------------------------------------------------------------------------------
 

@@ -130,8 +130,8 @@ class GpuThermal:
         thermal = (prev >= T_MAX_OPERATING) & (hold_w < np.minimum(demand_mean, POWER_LIMIT_W))
         cap_now = np.minimum(demand_now, POWER_LIMIT_W)
         power_now = np.where(thermal, np.minimum(cap_now, hold_w), cap_now)
-        power_mean = np.where(thermal, np.minimum(np.minimum(demand_mean, POWER_LIMIT_W), hold_w), demand_mean)
-        power_mean = np.minimum(power_mean, POWER_LIMIT_W)
+        cap_mean = np.minimum(demand_mean, POWER_LIMIT_W)
+        power_mean = np.where(thermal, np.minimum(cap_mean, hold_w), cap_mean)
 
         target = coolant + r_total * power_mean
         a = 1.0 if first else 1.0 - math.exp(-dt / TAU_GPU_S)

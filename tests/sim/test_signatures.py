@@ -29,6 +29,8 @@ LINK_DOWN_PORT = (
     *FEC_COLUMNS,
     "queue_depth_bytes",
     "ecn_marked_total",
+    "tx_pause_total",
+    "rx_pause_total",
 )
 INTERVAL = 5.0
 T0 = 1764400000.0
