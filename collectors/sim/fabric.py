@@ -10,11 +10,11 @@ counters integrate rate × time exactly (fractions carried between scrapes) and 
 frame, good or bad, like RMON etherStatsOctets/Pkts; a link's rx counters equal its far end's tx.
 
 Queues. An egress queue at utilisation ρ holds on average ρ²/(2(1-ρ)) frames (M/D/1); a scrape sees an
-exponential sample of it, with rare microbursts ×5-40. ECN marking follows the DCQCN profile (Zhu et
-al., SIGCOMM 2015): marking probability rises linearly from Kmin = 150 kB to Pmax = 20 % at
-Kmax = 1.5 MB. Healthy ports mark some tens of frames a minute in all-reduce bursts, a few hot ECMP
-paths many more; GPU ports report the ECN-marked
-frames they receive (the notification point's counter, like mlx5 ``np_ecn_marked_roce_packets``).
+exponential sample of it, with rare microbursts ×5-30 (capped at 600 kB). ECN marking follows the
+DCQCN profile (Zhu et al., SIGCOMM 2015): marking probability rises linearly from Kmin = 150 kB to
+Pmax = 20 % at Kmax = 1.5 MB. Healthy ports mark some tens of frames a minute in all-reduce bursts,
+a few hot ECMP paths many more; GPU ports report the ECN-marked frames they receive (the
+notification point's counter, like mlx5 ``np_ecn_marked_roce_packets``).
 
 PFC (IEEE 802.1Qbb). A pause frame carries up to 65535 quanta of 512 bit times (84 µs at 400 Gb/s);
 a port held in XOFF refreshes it about every 42 µs, so a continuously paused link sees ~24 000 pause
