@@ -29,7 +29,8 @@ laser_degradation  port (the transmitter); ``drop_db`` (5), ``lane`` (None = all
     At ``end`` the module is replaced: the port's source re-sends its module message (module seq +1),
     the link retrains (link_down_total +1 and FEC/symbol counters from 0 at both ends), powers return.
 transceiver_fault  port; ``mode``:
-    errors (``ber`` 1e-3): the module's receive path corrupts bits on all lanes: the port's errors,
+    errors (``ber`` 1e-3): the module's receive DSP corrupts bits on all lanes (``lane`` is for
+    dead_lane only; one bad lane at 1e-3 would stay within the FEC): the port's errors,
     pre_fec_ber rising log-linearly to ``ber``; uncorrectables, symbol and CRC errors once ``ber``
     passes ~3e-4 (thousands per second at 1e-3). Optical powers at both ends unchanged.
     dead_lane (``lane`` 0): that lane's laser dies: its tx_power_dbm reads -40 dBm and its bias_ma 0,
@@ -42,8 +43,8 @@ link_down  link. Light stops both ways: rx_power_dbm of every lane at both ends 
     -40 dBm; the link-down port columns at both ends. At ``end`` light returns and the link retrains.
 switch_fault  switch; ``ports_fraction`` (0.6), ``ber`` (5e-4). A fixed random ports_fraction of the
     switch's ports receive with BER ``ber`` × 0.7-1.4 (log-linear over the ramp): port errors on all
-    of them at once (uncorrectables and CRC errors every scrape at the default). Optics, link
-    partners and the switch row unchanged.
+    of them at once (at the default, uncorrectables and CRC errors from ~1/min to ~100/s per port).
+    Optics, link partners and the switch row unchanged.
 incast_hotspot  port (congested egress); ``load`` (1.6, offered × line rate, s × load over the ramp).
     The port: tx_bytes/packets at 98.5 % of line rate all the time, queue_depth_bytes standing at
     0.15-3 MB once offered > 1, ecn_marked_total rising with DCQCN's marking probability (up to 20 %

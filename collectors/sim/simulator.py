@@ -433,9 +433,9 @@ class Simulator:
             if last_up is not None and state[i]:
                 reset[i] = True
                 after[i] = min(1.0, (t - last_up) / dt) if dt else 1.0
-        for port in eff.replaced:
+        for port in eff.replaced:  # swapping a module takes a live link down and up once
             i = p.port_link[port]
-            drops[i] += 1
+            drops[i] += int(self.link_up[i] and state[i])
             reset[i] = True
         self.link_up = state
         self.link_down[a] += drops
