@@ -1,4 +1,4 @@
-"""Helpers for the collector tests: run ``fabricwatch`` in-process with only this area's commands."""
+"""Helpers for the collector tests: run ``fabricwatch`` in-process."""
 
 from __future__ import annotations
 
@@ -11,12 +11,8 @@ import fabricwatch.cli as cli
 
 
 @pytest.fixture
-def fw(monkeypatch, capsysbinary) -> Callable[..., tuple[int, bytes, str]]:
-    """Run ``fabricwatch ARGS`` in-process; returns (exit status, stdout bytes, stderr text).
-
-    Only ``collect`` and ``parse`` are registered: the other commands live in other areas' modules.
-    """
-    monkeypatch.setattr(cli, "COMMANDS", ["collect", "parse"])
+def fw(capsysbinary) -> Callable[..., tuple[int, bytes, str]]:
+    """Run ``fabricwatch ARGS`` in-process; returns (exit status, stdout bytes, stderr text)."""
 
     def run(*args: str) -> tuple[int, bytes, str]:
         code = cli.main(list(args))
