@@ -98,7 +98,9 @@ class EngineConfig:
             if getattr(self, name) <= 0:
                 raise InputError("engine config", f"{name} must be > 0, not {getattr(self, name)!r}")
         if self.recent_s > self.window_s:
-            raise InputError("engine config", f"recent_s ({self.recent_s:g}) must not exceed window_s ({self.window_s:g})")
+            raise InputError(
+                "engine config", f"recent_s ({self.recent_s:g}) must not exceed window_s ({self.window_s:g})"
+            )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None, place: str = "engine config") -> EngineConfig:
