@@ -161,6 +161,13 @@ class Keyed:
         """The latest non-null value of each entity."""
         return self._agg(column, "last")
 
+    def first_ts(self) -> np.ndarray:
+        """The ts of each entity's earliest row (NaN for an entity without rows here)."""
+        has = self._ends > self._starts
+        out = np.full(self.n, np.nan)
+        out[has] = self.ts[self._starts[has]]
+        return out
+
     def last_ts(self) -> np.ndarray:
         """The ts of each entity's latest row (NaN for an entity without rows here)."""
         has = self._ends > self._starts
@@ -214,6 +221,22 @@ class Keyed:
         d = np.diff(x)
         step = np.where(d < 0, x[1:], d)
         return c[1:][same], t[1:][same], step[same]
+
+    def first_rate_at_least(self, column: str, per_s: float) -> np.ndarray:
+        """Per entity, the ts of the first sample at which counter ``column`` had risen at
+        ≥ ``per_s`` a second since the sample before; NaN if it never did."""
+        v = self.values(column)
+        valid = ~np.isnan(v)
+        c, t, x = self.codes[valid], self.ts[valid], v[valid]
+        if len(x) < 2:
+            return np.full(self.n, np.nan)
+        same = c[1:] == c[:-1]
+        d = np.diff(x)
+        step = np.where(d < 0, x[1:], d)
+        dt = np.diff(t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fast = same & (dt > 0) & (step / dt >= per_s)
+        return _first_per_code(c[1:][fast], t[1:][fast], self.n)
 
     def increase(self, column: str) -> Increase:
         """Reset-aware increase of a ``_total`` counter per entity (Prometheus ``increase`` semantics);

@@ -35,7 +35,7 @@ class IncidentTracker:
         self._incidents: dict[str, Incident] = {}
         self._meta: dict[str, dict[str, Any]] = {}  # id -> key, anchor, last_seen, covers, folded_into, candidate
         self._open: dict[str, str] = {}  # key -> id of its firing incident
-        self._pending: dict[str, float] = {}  # key -> now of the first tick it was seen (not yet open)
+        self._pending: dict[str, list[float]] = {}  # key -> [now of its first tick, earliest first_seen]
         self._next = 1
 
     # --- the tick ----------------------------------------------------------------------------------
@@ -52,10 +52,11 @@ class IncidentTracker:
             if iid is not None:
                 self._refresh(iid, d, now, changed)
                 continue
-            since = self._pending.setdefault(key, now)
-            if now - since >= cfg.open_after_s:
+            pending = self._pending.setdefault(key, [now, d.first_seen])
+            pending[1] = min(pending[1], d.first_seen)
+            if now - pending[0] >= cfg.open_after_s:
                 del self._pending[key]
-                changed.add(self._start(d, now))
+                changed.add(self._start(d, now, first_seen=pending[1]))
         for key in [k for k in self._pending if k not in seen]:
             del self._pending[key]
         self._fold(now, changed)
@@ -65,7 +66,7 @@ class IncidentTracker:
                 changed.add(iid)
         return [_copy(self._incidents[i]) for i in sorted(changed)]
 
-    def _start(self, d: Diagnosis, now: float) -> str:
+    def _start(self, d: Diagnosis, now: float, first_seen: float) -> str:
         iid = f"inc-{self._next:04d}"
         self._next += 1
         self._incidents[iid] = Incident(
@@ -74,7 +75,7 @@ class IncidentTracker:
             cause=d.cause,
             location={"entity": d.entity, "id": d.id},
             severity=d.severity,
-            first_seen=d.first_seen,
+            first_seen=min(first_seen, d.first_seen),
             detected_at=now,
             evidence=d.evidence(self.config.max_evidence),
             runbook=d.runbook,
@@ -149,7 +150,7 @@ class IncidentTracker:
             "incidents": [self._incidents[i].to_dict() for i in sorted(self._incidents)],
             "meta": {i: dict(self._meta[i]) for i in sorted(self._meta)},
             "open": dict(sorted(self._open.items())),
-            "pending": dict(sorted(self._pending.items())),
+            "pending": {k: list(v) for k, v in sorted(self._pending.items())},
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -157,7 +158,7 @@ class IncidentTracker:
         self._incidents = {d["id"]: Incident.from_dict(d) for d in state.get("incidents", [])}
         self._meta = {i: dict(m) for i, m in state.get("meta", {}).items()}
         self._open = dict(state.get("open", {}))
-        self._pending = {k: float(v) for k, v in state.get("pending", {}).items()}
+        self._pending = {k: [float(v[0]), float(v[1])] for k, v in state.get("pending", {}).items()}
 
 
 def _copy(inc: Incident) -> Incident:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from detectors.base import Window
 from detectors.config import EngineConfig
-from detectors.frames import Keyed, recent
+from detectors.frames import Keyed, keyed, recent
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +25,8 @@ class Traffic:
     queue: np.ndarray  # median queue depth, bytes
     tx_pause: np.ndarray  # pause frames sent per second
     rx_pause: np.ndarray  # pause frames received per second
-    first_pause: np.ndarray  # ts of the first sample whose tx pause counter rose
-    first_busy: np.ndarray  # ts of the first sample with queue ≥ the high mark or ECN marks rising
+    first_pause: np.ndarray  # ts of the first sample (whole window) sending pauses at the pausing rate
+    first_busy: np.ndarray  # ts of the first sample (whole window) with a queue ≥ the high mark
 
     def device_of(self, window: Window) -> np.ndarray:
         devices = window.topology.port_device
@@ -54,9 +54,11 @@ def traffic(window: Window, config: EngineConfig) -> Traffic:
         rx_util = np.where(rx_bytes.span > 0, rx_bytes.total * 8 / rx_bytes.span / speed_bps, np.nan)
         ecn_frac = ecn.total / _frames(at, "tx", config.mtu_bytes)
     queue = at.median("queue_depth_bytes")
-    q = at.values("queue_depth_bytes")
+    full = keyed(window, "port")
     with np.errstate(invalid="ignore"):
-        first_queue = at.first_ts_where(q >= config.queue_high_bytes) if at.n else np.zeros(0)
+        first_queue = full.first_ts_where(full.values("queue_depth_bytes") >= config.queue_high_bytes)
+    first_pause = full.first_rate_at_least("tx_pause_total", config.pause_rate_min)
+    recent_start = at.first_ts()  # when the whole-window evidence is missing: the start of "now"
     hit = Traffic(
         at=at,
         tx_util=tx_util,
@@ -65,8 +67,8 @@ def traffic(window: Window, config: EngineConfig) -> Traffic:
         queue=queue,
         tx_pause=txp.rate(),
         rx_pause=rxp.rate(),
-        first_pause=txp.first_up,
-        first_busy=np.fmin(first_queue, ecn.first_up),
+        first_pause=np.where(np.isnan(first_pause), recent_start, first_pause),
+        first_busy=np.where(np.isnan(first_queue), recent_start, first_queue),
     )
     window.cache[key] = hit
     return hit

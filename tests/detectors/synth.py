@@ -20,6 +20,7 @@ from fabricwatch.schema import KINDS
 from fabricwatch.topology import Topology
 
 T0 = 1_764_400_000.0
+KEYS_OF = {"gpu": ["device"], "optical": ["port", "lane"], "port": ["port"], "switch": ["device"], "module": ["port"]}
 LINE_BPS = 400e9
 
 # A vendor's 400G-DR4 thresholds, deliberately not the config's defaults, so tests see them used.
@@ -214,6 +215,19 @@ class Timeline:
         t0, t1 = self.start + start, np.inf if end is None else self.start + end
         elapsed = np.clip(f.loc[mask, "ts"].to_numpy(), t0, t1) - t0
         f.loc[mask, column] = f.loc[mask, column].to_numpy(dtype=np.int64) + np.round(per_s * elapsed).astype(np.int64)
+
+    def freeze(self, kind: str, column: str, start: float = 0.0, per_s: float = 0.0, **key: Any) -> None:
+        """From ``start``, counter ``column`` stops rising (or rises only by ``per_s``): a paused port."""
+        f = self.frames[kind]
+        t0 = self.start + start
+        for entity in np.unique(f.loc[self.rows(kind, **key), KEYS_OF[kind]].astype(str).agg("#".join, axis=1)):
+            parts = dict(zip(KEYS_OF[kind], entity.split("#"), strict=True))
+            match = self.rows(kind, **{k: (int(v) if k == "lane" else v) for k, v in parts.items()})
+            before = match & (f["ts"] < t0).to_numpy()
+            after = match & (f["ts"] >= t0).to_numpy()
+            level = int(f.loc[before, column].iloc[-1]) if before.any() else 0
+            elapsed = f.loc[after, "ts"].to_numpy() - t0
+            f.loc[after, column] = level + np.round(per_s * elapsed).astype(np.int64)
 
     def spike(self, kind: str, column: str, value: Any, at: float, **key: Any) -> None:
         """Change the one sample of each matching entity nearest to ``at`` seconds into the run."""
