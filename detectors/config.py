@@ -20,7 +20,8 @@ class EngineConfig:
     # --- cadence ---------------------------------------------------------------------------------
     window_s: float = 60.0  # history a tick looks at
     every_s: float = 10.0  # tick cadence in telemetry time
-    recent_s: float = 30.0  # gauges: median of the last recent_s; counters: increase over it
+    recent_s: float = 30.0  # gauges: median of the last recent_s; counters: increase over it (stretched
+    # to 2.5 scrape intervals when the data is scraped more slowly, so a counter always has two samples)
     detectors: tuple[str, ...] = ()  # names from detectors.base.DETECTORS; empty = all of them
 
     # --- GPUs ------------------------------------------------------------------------------------
@@ -53,7 +54,8 @@ class EngineConfig:
     tx_drop_db: float = 1.5  # tx down this much vs baseline: the laser itself is fading
     bias_rise_frac: float = 0.10  # bias up 10 % vs baseline: a laser pushed harder for its light
     module_temp_rise_c: float = 8.0  # module temperature up this much vs baseline
-    link_loss_max_db: float = 5.0  # tx(far) - rx(near) above this: out of any DR4 budget (3 dB + margin)
+    link_loss_max_db: float = 5.0  # tx(far) - rx(near) above this: out of any DR4 budget (3 dB + margin) ...
+    link_loss_margin_db: float = 3.0  # ... and this much above the fleet's median loss (DOM calibration differs)
     baseline_warmup_ticks: int = 3  # ticks averaged before a baseline is trusted
     baseline_tau_s: float = 86_400.0  # then it follows slow drift with this time constant ...
     baseline_gate_db: float = 1.0  # ... but only while within this of the baseline (a fault is not learnt)
@@ -62,7 +64,8 @@ class EngineConfig:
 
     # --- errors ----------------------------------------------------------------------------------
     ber_limit: float = 2.4e-4  # RS(544,514) "KP4" FEC correction limit (IEEE 802.3bs)
-    ber_warn: float = 1e-5  # 10x above the worst healthy 400G PAM4 lane (1e-9..1e-6)
+    ber_warn: float = 1e-5  # 10x above the worst healthy 400G PAM4 lane (1e-9..1e-6) ...
+    ber_fleet_factor: float = 10.0  # ... and 10x the fleet's median BER (a fleet that runs at 1e-6 is normal)
     ber_rise_factor: float = 100.0  # BER this many times its own baseline (and ≥ ber_rise_floor)
     ber_rise_floor: float = 1e-7
     loss_ratio: float = 0.01  # the seeds' rule: ≥ 1 % of frames lost on a link

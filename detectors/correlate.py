@@ -11,7 +11,8 @@ findings it explains, so a finding is folded into one diagnosis at most:
 3. npo_thermal_coupling (gpu): a hot GPU whose own NPO port shows module temperature, bias or BER up.
    Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
 4. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
-5. switch_fault (switch): errors on ≥ ``switch_fault_min_links`` links of one switch, being
+5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
+   loss) on ≥ ``switch_fault_min_links`` links of one switch, being
    ≥ ``switch_fault_min_fraction`` of its links.
 6. per link, from optical evidence of both ends, each direction = (transmitter, receiver):
    a dark transmitter lane, or a dark receiver lane among lit ones → transceiver_fault (that port);
@@ -51,7 +52,8 @@ PORT_HEAT = {
     "ber_high",
     "ber_above_limit",
 }
-ERRORS = {"ber_above_limit", "ber_high", "fec_uncorrectable", "packet_loss"}
+# Errors that cost frames; a BER under the FEC limit costs nothing yet and only supports other evidence.
+ERRORS = {"ber_above_limit", "fec_uncorrectable", "packet_loss"}
 RX_LOW = {"rx_power_drop", "rx_power_low_alarm", "rx_power_low_warn", "path_loss_high"}
 TX_LOW = {"tx_power_drop", "tx_power_low_alarm", "tx_power_low_warn"}
 BIAS_UP = {"bias_rise", "bias_high_warn", "bias_high_alarm"}
@@ -256,7 +258,7 @@ class Correlator:
             if len(links) < cfg.switch_fault_min_links or len(links) < cfg.switch_fault_min_fraction * total:
                 continue
             ports = {e for a in links for e in self._anchor_ends(a)}
-            roots = pool.take(pool.free(entity="port", symptoms=ERRORS, ids=ports))
+            roots = pool.take(pool.free(entity="port", symptoms=ERRORS | {"ber_high", "ber_rise"}, ids=ports))
             pool.claimed_anchors |= links
             out.append(Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, [], set(links)))
         return out

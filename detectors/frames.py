@@ -62,7 +62,7 @@ class Keyed:
             self.index = pd.MultiIndex.from_arrays(
                 [np.asarray(uniques, dtype=object)[uniq // _LANE_SPAN], uniq % _LANE_SPAN], names=list(keys)
             )
-        ts = pd.to_numeric(frame["ts"], errors="coerce").to_numpy(dtype=np.float64)
+        ts = epoch_seconds(frame["ts"])
         if len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])):  # frames come sorted by ts: a stable sort keeps it
             self.rows = np.argsort(codes, kind="stable")
         else:
@@ -304,9 +304,35 @@ def keyed(window: Window, kind: str, since: float | None = None) -> Keyed:
     return hit
 
 
+def scrape_interval(window: Window, kind: str) -> float:
+    """The data's own scrape interval for ``kind``: the median gap between an entity's samples."""
+    key = ("interval", kind)
+    if key not in window.cache:
+        full = keyed(window, kind)
+        gaps = np.diff(full.ts)[full.codes[1:] == full.codes[:-1]] if full.n else np.zeros(0)
+        gaps = gaps[gaps > 0]
+        window.cache[key] = float(np.median(gaps)) if len(gaps) else float("nan")
+    return window.cache[key]
+
+
 def recent(window: Window, kind: str, config: EngineConfig) -> Keyed:
-    """Rows of the last ``recent_s`` of the window: what "now" means for gauges and counters."""
-    return keyed(window, kind, window.end - config.recent_s)
+    """Rows of the last ``recent_s`` of the window (at least 2.5 scrape intervals, so that a counter
+    has two samples even when scraped slowly): what "now" means for gauges and counters."""
+    span = config.recent_s
+    interval = scrape_interval(window, kind)
+    if np.isfinite(interval):
+        span = min(max(span, 2.5 * interval), window.end - window.start)
+    return keyed(window, kind, window.end - span)
+
+
+def epoch_seconds(ts: pd.Series) -> np.ndarray:
+    """A ts column as float seconds since the epoch (float seconds per the Window contract; a
+    datetime column, as DuckDB hands back TIMESTAMPs, is converted rather than misread)."""
+    if pd.api.types.is_datetime64_any_dtype(ts.dtype):
+        if getattr(ts.dt, "tz", None) is not None:
+            ts = ts.dt.tz_convert("UTC").dt.tz_localize(None)
+        return ((ts - pd.Timestamp(0)) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(ts, errors="coerce").to_numpy(dtype=np.float64)
 
 
 THRESHOLD_COLUMNS = {

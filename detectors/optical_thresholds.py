@@ -3,8 +3,9 @@
 Every module reports its thresholds (``module`` kind); a port whose module never did is judged by the
 400GBASE-DR4 defaults of the config. Levels are lane medians over ``recent_s``. Below
 ``loss_of_light_dbm`` a lane is dark: that is loss of light, not a low reading. The link budget is
-checked too, against the other end: tx(far end, same lane) − rx(here) above ``link_loss_max_db`` means
-the path between them eats the light (a dirty connector, a damaged fibre), whatever the thresholds.
+checked too, against the other end: tx(far end, same lane) − rx(here) above ``link_loss_max_db`` (and
+``link_loss_margin_db`` above the fleet's median loss, since DOM calibration differs between vendors)
+means the path between them eats the light (a dirty connector, a damaged fibre), whatever the thresholds.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ class OpticalThresholds(Detector):
             peer = now.peer_positions(window.topology.port_peer)
             tx_far = np.where(peer >= 0, tx[np.maximum(peer, 0)], np.nan)
             loss = tx_far - rx
-            lossy = ~dark_rx & ~(tx_far <= dark) & (loss >= cfg.link_loss_max_db)
+            lit = ~dark_rx & ~(tx_far <= dark) & np.isfinite(loss)
+            fleet = float(np.median(loss[lit])) if lit.any() else np.nan
+            budget = (
+                max(cfg.link_loss_max_db, fleet + cfg.link_loss_margin_db)
+                if np.isfinite(fleet)
+                else cfg.link_loss_max_db
+            )
+            lossy = lit & (loss >= budget)
         rules = (
             # symptom, severity, metric, value, mask, level, below
             ("loss_of_light", "critical", "rx_power_dbm", rx, dark_rx, dark + 1e-9, True),
@@ -59,12 +67,10 @@ class OpticalThresholds(Detector):
                 out += self._lanes(full, now, symptom, severity, metric, value, mask, level, below)
         if lossy.any():
             # first seen: when rx first fell further than the budget below the far end's current tx
-            level = tx_far - cfg.link_loss_max_db + 1e-9
-            first = first_crossing(full, "rx_power_dbm", level, below=True)
-            budget = np.full(now.n, cfg.link_loss_max_db)
+            first = first_crossing(full, "rx_power_dbm", tx_far - budget + 1e-9, below=True)
             out += lane_findings(
                 self.name, "path_loss_high", "minor", now, lossy, "link_loss_db", loss, first,
-                worst="max", reference=("threshold", budget),
+                worst="max", reference=("threshold", np.full(now.n, budget)),
             )  # fmt: skip
         return out
 

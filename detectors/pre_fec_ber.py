@@ -1,7 +1,8 @@
 """Pre-FEC bit error ratio: above what RS(544,514) can correct, well above healthy, or rising.
 
 Healthy 400G PAM4 lanes sit around 1e-9..1e-6. Above ``ber_limit`` (2.4e-4, the KP4 FEC limit) frames
-are lost; above ``ber_warn`` the link has no margin left. A BER ``ber_rise_factor`` times its own
+are lost; above ``ber_warn`` (and ``ber_fleet_factor`` times the fleet's median, so a fleet that runs
+hotter than textbook is not all "high") the link has little margin left. A BER ``ber_rise_factor`` times its own
 baseline (learnt in log10, so a decade is a decade at any level) is the early sign of optics under
 stress — a hot NPO engine, a dirtying connector — long before the limit.
 """
@@ -37,9 +38,11 @@ class PreFecBer(Detector):
         ber = now.median("pre_fec_ber")
         log_ber = np.log10(np.maximum(ber, BER_FLOOR))
         base = self.baseline.lookup(now.index)["log10_ber"]
+        fleet = np.nanmedian(ber) if np.isfinite(ber).any() else np.nan
+        warn = max(cfg.ber_warn, cfg.ber_fleet_factor * fleet) if np.isfinite(fleet) else cfg.ber_warn
         with np.errstate(invalid="ignore"):
             above = ber >= cfg.ber_limit
-            high = ~above & (ber >= cfg.ber_warn)
+            high = ~above & (ber >= warn)
             rise = ~above & ~high & (ber >= cfg.ber_rise_floor) & (log_ber - base >= np.log10(cfg.ber_rise_factor))
         self.baseline.update(now.index, {"log10_ber": log_ber}, window.end)
         full = keyed(window, "port")
@@ -47,7 +50,7 @@ class PreFecBer(Detector):
         out: list[Finding] = []
         rules = (
             ("ber_above_limit", "major", above, np.full(now.n, cfg.ber_limit), "threshold"),
-            ("ber_high", "minor", high, np.full(now.n, cfg.ber_warn), "threshold"),
+            ("ber_high", "minor", high, np.full(now.n, warn), "threshold"),
             ("ber_rise", "warning", rise, 10.0 ** (base + np.log10(cfg.ber_rise_factor)), "baseline"),
         )
         for symptom, severity, mask, level, ref in rules:

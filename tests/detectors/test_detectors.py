@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
 import pytest
 
-from detectors.base import Finding, detector_class
+from detectors.base import Finding, Window, detector_class
 from detectors.config import EngineConfig
 from fabricwatch import topology
 from tests.detectors.synth import T0, Timeline
@@ -27,14 +28,16 @@ LOOP0 = TOPO.gpus_of_loop("cl00")
 
 
 def findings_at(name: str, edit: Callable[[Timeline], None], at: float = 180.0, config: EngineConfig | None = None,
-                packets: bool = True) -> list[Finding]:  # fmt: skip
-    """Run detector ``name`` every 10 s up to ``at`` over an edited healthy timeline; the last findings."""
-    tl = Timeline(TOPO, duration=at, seed=5, packets=packets)
+                packets: bool = True, step: float = 5.0,
+                cut: Callable[[Window], Window] = lambda w: w) -> list[Finding]:  # fmt: skip
+    """Run detector ``name`` every 10 s up to ``at`` over an edited healthy timeline (scraped every
+    ``step`` s, each window passed through ``cut``); the last tick's findings."""
+    tl = Timeline(TOPO, duration=at, seed=5, packets=packets, step=step)
     edit(tl)
     detector = detector_class(name)(config)
     out: list[Finding] = []
     for t in tl.ticks(10.0, 60.0):
-        out = detector.detect(tl.window(t))
+        out = detector.detect(cut(tl.window(t)))
     return out
 
 
@@ -364,3 +367,59 @@ def test_drop_is_measured_against_the_lanes_own_baseline() -> None:
     (e,) = f.evidence
     assert e["lane"] == 2 and e["baseline"] - e["value"] == pytest.approx(3.0, abs=0.4)
     assert f.first_seen == pytest.approx(T0 + 120, abs=5)
+
+
+def test_slow_scrapes_still_give_counters_two_samples() -> None:
+    """Scraped every 20 s, 30 s of "recent" may hold one sample: it stretches to 2.5 intervals."""
+
+    def edit(tl: Timeline) -> None:
+        tl.count("port", "fec_uncorrectable_total", 5, start=100, port=FAB.b)
+
+    found = findings_at("fec_uncorrectable", edit, step=20.0)
+    assert [(f.symptom, f.id) for f in found] == [("fec_uncorrectable", FAB.b)]
+
+
+def test_datetime_timestamps_read_as_epoch_seconds() -> None:
+    def as_datetime(w: Window) -> Window:
+        frames = {k: f.assign(ts=pd.to_datetime(f["ts"], unit="s")) for k, f in w.frames.items()}
+        return Window(w.start, w.end, frames, w.modules, w.topology)
+
+    (f,) = findings_at(
+        "gpu_temp", lambda tl: tl.put("gpu", "temp_c", 88.0, start=100, device=GPU), at=150, cut=as_datetime
+    )
+    assert f.first_seen == pytest.approx(T0 + 100, abs=5)
+
+
+def test_a_fleet_running_at_higher_ber_is_not_all_high() -> None:
+    """Another generator's healthy links at ~3e-6 (10x ours): only the port well above the fleet is high."""
+
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "pre_fec_ber", lambda ts: 3e-6 * (1 + 0.5 * ((ts * 7) % 1)))
+        tl.put("port", "pre_fec_ber", 1e-4, start=100, port=FAB.b)
+
+    assert {(f.symptom, f.id) for f in findings_at("pre_fec_ber", edit)} == {("ber_high", FAB.b)}
+
+
+def test_path_loss_budget_follows_a_fleet_with_more_loss() -> None:
+    """DOM calibration differs by vendor: a fleet reading 4 dB of loss everywhere is not all lossy,
+    while a link 4 dB worse than that still is."""
+
+    def edit(tl: Timeline) -> None:
+        tl.shift("optical", "rx_power_dbm", -2.5)
+        tl.shift("optical", "rx_power_dbm", -4.0, start=100, port=FAB.b)
+
+    assert {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit)} == {
+        ("path_loss_high", FAB.b),
+        ("rx_power_low_warn", FAB.b),  # -7 dBm: under this module's warning too
+    }
+
+
+def test_module_that_never_reported_is_judged_by_dr4_defaults() -> None:
+    def no_modules(w: Window) -> Window:
+        return Window(w.start, w.end, w.frames, w.modules.iloc[0:0], w.topology)
+
+    def edit(tl: Timeline) -> None:
+        tl.put("optical", "rx_power_dbm", -6.1, start=100, port=LEAF_PORT)
+
+    found = {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit, cut=no_modules)}
+    assert ("rx_power_low_warn", LEAF_PORT) in found  # -6.1 is under the DR4 default warning (-5.9)

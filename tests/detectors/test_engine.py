@@ -106,14 +106,14 @@ def gpu_thermal(tl: Timeline) -> None:
     tl.shift("gpu", "temp_c", 22.0, start=60, ramp=60, device=GPU)
 
 
-def npo(tl: Timeline, heat_from: float = 60.0) -> None:
+def npo(tl: Timeline, heat_from: float = 60.0, decades: float = 3.0) -> None:
     """The GPU heats from ``heat_from`` over 60 s, its NPO engine with it; BER at the far end of the
-    link climbs three decades over the first minute of the fault."""
+    link climbs from 1e-7 by ``decades`` over the first minute of the fault."""
     port = f"{GPU}:p0"
     tl.shift("gpu", "temp_c", 20.0, start=heat_from, ramp=60, device=GPU)
     tl.shift("optical", "module_temp_c", 12.0, start=heat_from, ramp=60, port=port)
     tl.shift("optical", "bias_ma", 6.0, start=heat_from, ramp=60, port=port)
-    rise = lambda ts: 1e-7 * 10 ** (3 * ((ts - tl.start - 60) / 60).clip(0, 1))  # noqa: E731
+    rise = lambda ts: 1e-7 * 10 ** (decades * ((ts - tl.start - 60) / 60).clip(0, 1))  # noqa: E731
     tl.put("port", "pre_fec_ber", rise, start=60, port=TOPO.port_peer[port])
 
 
@@ -220,9 +220,9 @@ def test_a_fault_that_ends_resolves_after_the_quiet_period() -> None:
 
 
 def test_an_incident_opened_early_is_folded_into_the_root_found_later() -> None:
-    """BER at the far end of an NPO link climbs first; the GPU beside it only heats a minute later:
-    the link incident opens first, then becomes a symptom of the GPU once the GPU is the root."""
-    engine, _, changed = replay(lambda tl: npo(tl, heat_from=120.0))
+    """BER at the far end of an NPO link climbs past the FEC limit first; the GPU beside it only heats
+    a minute later: the link incident opens first, then becomes a symptom of the GPU, its root."""
+    engine, _, changed = replay(lambda tl: npo(tl, heat_from=120.0, decades=4.0))
     (root,) = engine.incidents()
     assert root.cause == "npo_thermal_coupling" and root.location == {"entity": "gpu", "id": GPU}
     (folded,) = [c for c in changed if c.id in root.symptoms and c.status == "resolved"]
