@@ -1,10 +1,10 @@
 """How long one detection tick takes on a full-size window (target: well under 100 ms).
 
 Builds hand-made telemetry for a 1024-GPU, 8-rail supernode (tests/detectors/synth.py: healthy values
-with noise and spread, plus a contaminated connector, a hot GPU and a flapping link so correlation
-has work), cuts the 60 s window every 10 s tick would see and times DetectionEngine.run on each.
-Prints rows per window and the median / p90 / max tick in milliseconds, wall and CPU (this process
-only, so a busy shared machine distorts it less).
+with noise and spread, plus a contaminated connector, a hot GPU, a flapping link, a failing leaf switch
+and a failing cooling loop, so detectors and correlation have work), cuts the 60 s window each 10 s
+tick would see and times DetectionEngine.run on each. Prints rows per window and the median / p90 /
+max tick in milliseconds, wall and CPU (this process only: a busy shared machine distorts it less).
 
     .venv/bin/python bench/detect_tick.py [--gpus 1024] [--ticks 30]
 """
@@ -39,6 +39,11 @@ def main() -> None:
     for k in range(0, duration, 30):
         tl.put("port", "state", 0, start=k, end=k + 4, port=[flap.a, flap.b])
         tl.count("port", "link_down_total", 1 / 30, start=0, port=[flap.a, flap.b])
+    leaf = topo.ports_of_device("leaf0-0")
+    errored = leaf[: int(0.6 * len(leaf))]
+    tl.put("port", "pre_fec_ber", 5e-4, start=100, port=errored)
+    tl.count("port", "fec_uncorrectable_total", 5, start=100, port=errored)
+    tl.shift("gpu", "temp_c", 18.0, start=100, ramp=120, device=topo.gpus_of_loop(topo.cooling_loops[-1]))
     engine = DetectionEngine(topo)
     windows = [tl.window(t) for t in tl.ticks(10.0, 60.0)][: args.ticks]
     rows = sum(len(f) for f in windows[0].frames.values())
