@@ -77,7 +77,7 @@ class CoolingLoop(Detector):
                     entity="cooling_loop",
                     id=loop,
                     first_seen=ts_or(first, window.end),
-                    last_seen=float(now.last_ts()[members].max()),
+                    last_seen=float(np.nanmax(now.last_ts()[members])),
                     severity="critical" if hot else "major",
                     evidence=(
                         {

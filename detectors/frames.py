@@ -38,9 +38,10 @@ class Keyed:
         self.frame = frame
         self._values: dict[str, np.ndarray] = {}
         self._aggs: dict[tuple[str, str], np.ndarray] = {}
-        self._labels: pd.Index | None = None
-        self._sel: np.ndarray | None = None  # rows of the frame, grouped order
-        if len(frame) == 0 or any(k not in frame.columns for k in keys):
+        self._steps: dict[str, Steps] = {}
+        self._parent: Keyed | None = None  # set on a view made by since()
+        self._keep: np.ndarray | None = None  # the parent's rows this view keeps
+        if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
             self.rows = np.zeros(0, dtype=np.int64)
             self.codes = np.zeros(0, dtype=np.int64)
             self.ts = np.zeros(0)
@@ -87,9 +88,9 @@ class Keyed:
         """The rows with ts ≥ ``t``, over the same entities."""
         view = object.__new__(Keyed)
         keep = self.ts >= t
-        view.frame, view.index, view.n, view._labels = self.frame, self.index, self.n, self._labels
+        view.frame, view.index, view.n = self.frame, self.index, self.n
         view._parent, view._keep = self, keep
-        view._values, view._aggs, view._sel = {}, {}, None
+        view._values, view._aggs, view._steps = {}, {}, {}
         view.rows, view.codes, view.ts = self.rows[keep], self.codes[keep], self.ts[keep]
         view._bounds()
         return view
@@ -97,28 +98,16 @@ class Keyed:
     def __len__(self) -> int:
         return self.n
 
-    def labels(self) -> pd.Index:
-        """One string per entity: the key itself, or ``port#lane`` for lanes (baseline keys)."""
-        if self._labels is None:
-            if isinstance(self.index, pd.MultiIndex):
-                ports = np.asarray(self.index.get_level_values(0), dtype=object)
-                lanes = np.asarray(self.index.get_level_values(1)).astype(str).astype(object)
-                self._labels = pd.Index(ports + "#" + lanes, dtype=object)
-            else:
-                self._labels = pd.Index(np.asarray(self.index, dtype=object), dtype=object)
-        return self._labels
-
     def values(self, column: str) -> np.ndarray:
         """The column in grouped order as float64; null and a missing column are NaN."""
         v = self._values.get(column)
         if v is None:
-            parent = getattr(self, "_parent", None)
-            if parent is not None:
-                v = parent.values(column)[self._keep]
+            if self._parent is not None:
+                v = self._parent.values(column)[self._keep]
             elif column in self.frame.columns and self.n:
                 raw = self.frame[column]
-                if not pd.api.types.is_numeric_dtype(raw.dtype) or pd.api.types.is_bool_dtype(raw.dtype):
-                    raw = pd.to_numeric(raw, errors="coerce")
+                if not pd.api.types.is_numeric_dtype(raw.dtype):
+                    raw = pd.to_numeric(raw, errors="coerce")  # e.g. object columns holding None
                 v = raw.to_numpy(dtype=np.float64, na_value=np.nan)[self.rows]
             else:
                 v = np.full(len(self.codes), np.nan)
@@ -216,64 +205,57 @@ class Keyed:
         pos = np.minimum(np.searchsorted(key, want), self.n - 1)
         return np.where((peer_code >= 0) & (key[pos] == want), pos, -1)
 
-    def steps(self, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Reset-aware steps of a ``_total`` counter between consecutive non-null samples of an entity:
-        (entity code, ts of the later sample, step). A value lower than the one before means the
-        counter restarted from 0 (module reset, link down), so that step is the new value."""
-        v = self.values(column)
-        valid = ~np.isnan(v)
-        if valid.all():
-            c, t, x = self.codes, self.ts, v
-        else:
-            c, t, x = self.codes[valid], self.ts[valid], v[valid]
-        if len(x) < 2:
-            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
-        same = c[1:] == c[:-1]
-        d = np.diff(x)
-        step = np.where(d < 0, x[1:], d)
-        return c[1:][same], t[1:][same], step[same]
+    def steps(self, column: str) -> Steps:
+        """Reset-aware steps of a ``_total`` counter between consecutive non-null samples of each
+        entity. A value lower than the one before means the counter restarted from 0 (module reset,
+        link down), so that step is the new value, not a negative one. Null samples are skipped."""
+        hit = self._steps.get(column)
+        if hit is None:
+            v = self.values(column)
+            valid = ~np.isnan(v)
+            c, t, x = (self.codes, self.ts, v) if valid.all() else (self.codes[valid], self.ts[valid], v[valid])
+            if len(x) < 2:
+                empty = np.zeros(0)
+                hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, np.zeros(0, dtype=bool), c)
+            else:
+                same = c[1:] == c[:-1]
+                d = np.diff(x)
+                reset = (d < 0)[same]
+                hit = Steps(c[1:][same], t[1:][same], np.where(d < 0, x[1:], d)[same], np.diff(t)[same], reset, c)
+            self._steps[column] = hit
+        return hit
 
     def first_rate_at_least(self, column: str, per_s: float) -> np.ndarray:
         """Per entity, the ts of the first sample at which counter ``column`` had risen at
         ≥ ``per_s`` a second since the sample before; NaN if it never did."""
-        v = self.values(column)
-        valid = ~np.isnan(v)
-        c, t, x = self.codes[valid], self.ts[valid], v[valid]
-        if len(x) < 2:
-            return np.full(self.n, np.nan)
-        same = c[1:] == c[:-1]
-        d = np.diff(x)
-        step = np.where(d < 0, x[1:], d)
-        dt = np.diff(t)
+        st = self.steps(column)
         with np.errstate(divide="ignore", invalid="ignore"):
-            fast = same & (dt > 0) & (step / dt >= per_s)
-        return _first_per_code(c[1:][fast], t[1:][fast], self.n)
+            fast = (st.dt > 0) & (st.step / st.dt >= per_s)
+        return _first_per_code(st.codes[fast], st.ts[fast], self.n)
 
     def increase(self, column: str) -> Increase:
-        """Reset-aware increase of a ``_total`` counter per entity (Prometheus ``increase`` semantics);
-        null samples are skipped, never read as 0."""
-        v = self.values(column)
-        valid = ~np.isnan(v)
-        c, t = self.codes[valid], self.ts[valid]
-        samples = np.bincount(c, minlength=self.n)
-        span = np.zeros(self.n)
-        if len(c):
-            starts = np.searchsorted(c, np.arange(self.n), side="left")
-            ends = np.searchsorted(c, np.arange(self.n), side="right")
-            has = ends > starts
-            span[has] = t[ends[has] - 1] - t[starts[has]]
-        sc, st, step = self.steps(column)
-        inc = np.bincount(sc, weights=step, minlength=self.n).astype(np.float64)
-        x = v[valid]
-        dropped = np.zeros(0, dtype=np.int64)
-        if len(x) > 1:
-            same = c[1:] == c[:-1]
-            dropped = c[1:][same & (np.diff(x) < 0)]
-        resets = np.bincount(dropped, minlength=self.n)
-        up = step > 0
-        first_up = _first_per_code(sc[up], st[up], self.n)
-        inc = np.where(samples >= 2, inc, np.nan)
-        return Increase(inc, span, resets, first_up)
+        """Reset-aware increase of a ``_total`` counter per entity over these rows (Prometheus
+        ``increase`` semantics); NaN for an entity with fewer than two samples."""
+        st = self.steps(column)
+        samples = np.bincount(st.sampled, minlength=self.n)
+        span = np.bincount(st.codes, weights=st.dt, minlength=self.n).astype(np.float64)
+        inc = np.bincount(st.codes, weights=st.step, minlength=self.n).astype(np.float64)
+        resets = np.bincount(st.codes[st.reset], minlength=self.n)
+        up = st.step > 0
+        first_up = _first_per_code(st.codes[up], st.ts[up], self.n)
+        return Increase(np.where(samples >= 2, inc, np.nan), span, resets, first_up)
+
+
+class Steps:
+    """Consecutive sample pairs of a counter, per entity in time order: ``codes`` (entity), ``ts`` (of
+    the later sample), ``step`` (reset-aware), ``dt`` seconds between them, ``reset`` (the counter
+    restarted); ``sampled`` holds the entity code of every non-null sample."""
+
+    __slots__ = ("codes", "dt", "reset", "sampled", "step", "ts")
+
+    def __init__(self, codes: np.ndarray, ts: np.ndarray, step: np.ndarray, dt: np.ndarray, reset: np.ndarray,
+                 sampled: np.ndarray) -> None:  # fmt: skip
+        self.codes, self.ts, self.step, self.dt, self.reset, self.sampled = codes, ts, step, dt, reset, sampled
 
 
 def _first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

@@ -30,8 +30,9 @@ class LinkState(Detector):
         if not full.n:
             return
         found: dict[tuple[int, float], int] = {}
-        codes, ts, step = full.steps("link_down_total")
-        for c, t, k in zip(codes[step > 0], ts[step > 0], step[step > 0], strict=True):
+        st = full.steps("link_down_total")
+        up = st.step > 0
+        for c, t, k in zip(st.codes[up], st.ts[up], st.step[up], strict=True):
             found[(int(c), float(t))] = int(k)
         state = full.values("state")
         ok = ~np.isnan(state)
