@@ -231,8 +231,15 @@ class Correlator:
             here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
             symptoms = {f.symptom for f in here}
             dark_ends = {f.id for f in here if f.symptom == "loss_of_light" and _all_lanes(f)}
+            # a 400G-DR4 link needs all four lanes: one dead lane takes it down, and that is the
+            # module's fault (rule 6), not a pulled cable or a cut fibre, which darken every lane
+            one_lane_dead = "tx_dark" in symptoms or any(
+                f.symptom == "loss_of_light" and not _all_lanes(f) for f in here
+            )
             if "link_flap" in symptoms:
                 cause = "link_flap"
+            elif one_lane_dead:
+                continue
             elif "link_down" in symptoms or (len(ends) == 2 and dark_ends == set(ends)):
                 cause = "link_down"
             else:

@@ -89,6 +89,16 @@ ROWS = [
         {("transceiver_fault", "port", FAB.b): 1},
     ),
     (
+        "state 0 at both ends, but only one lane dark and its transmitter dark: the transmitting module",
+        [
+            f("link_down", FAB.a, severity="critical"),
+            f("link_down", FAB.b, severity="critical"),
+            f("tx_dark", FAB.a, severity="critical", lanes=(2,)),
+            f("loss_of_light", FAB.b, severity="critical", lanes=(2,)),
+        ],
+        {("transceiver_fault", "port", FAB.a): 4},
+    ),
+    (
         "state 0 at both ends with loss of light: one link_down, the optics folded in",
         [
             f("link_down", HOST.a, severity="critical"),
