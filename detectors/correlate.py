@@ -84,7 +84,10 @@ class Diagnosis:
 
     @property
     def runbook(self) -> str:
-        return CAUSES[self.cause].runbook
+        """The cause's repair runbook, unless a finding asks for mitigation first: a link losing ≥ 1 %
+        of its frames is rerouted now (the seeds' rule), and repaired after."""
+        urgent = sorted({f.attrs["runbook"] for f in self.findings if f.attrs.get("runbook") == "reroute"})
+        return urgent[0] if urgent else CAUSES[self.cause].runbook
 
     @property
     def key(self) -> str:

@@ -102,6 +102,9 @@ class IncidentTracker:
         if RANK.get(d.severity, 9) < RANK.get(inc.severity, 9):
             inc.severity = d.severity
             material = True
+        if d.runbook == "reroute" and inc.runbook != "reroute":  # mitigation first, once loss passes 1 %
+            inc.runbook = d.runbook
+            material = True
         diagnosis = [d.cause, d.entity, d.id]
         if diagnosis == [inc.cause, inc.location["entity"], inc.location["id"]]:
             meta["candidate"] = None

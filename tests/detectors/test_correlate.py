@@ -242,3 +242,13 @@ def test_correlation_ignores_input_order() -> None:
     forward = Correlator(TOPO).correlate(findings)
     backward = Correlator(TOPO).correlate(list(reversed(findings)))
     assert [(d.key, d.cause, d.id) for d in forward] == [(d.key, d.cause, d.id) for d in backward]
+
+
+def test_loss_over_one_percent_reroutes_before_repair() -> None:
+    # the seeds' rule: a link losing ≥ 1 % of frames is rerouted now; without loss, its repair runbook
+    lossy = f("packet_loss", FAB.b, severity="major")
+    lossy.attrs["runbook"] = "reroute"
+    (with_loss,) = Correlator(TOPO).correlate([f("ber_above_limit", FAB.b, severity="major"), lossy])
+    (without,) = Correlator(TOPO).correlate([f("ber_above_limit", FAB.b, severity="major")])
+    assert (with_loss.cause, with_loss.runbook) == ("transceiver_fault", "reroute")
+    assert (without.cause, without.runbook) == ("transceiver_fault", "replace-transceiver")
