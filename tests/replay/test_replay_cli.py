@@ -45,10 +45,7 @@ def test_malformed_lines_and_values_are_skipped_and_counted(tmp_path, capsys):
     code = main(["replay", str(path), "--quiet", "--db", str(db), "--incidents-out", str(tmp_path / "i.json")])
     err = capsys.readouterr().err
     assert code == 2
-    assert (
-        err.strip() == f"fabricwatch replay: {path}:21: malformed record: JSON is malformed: invalid character (byte 1)"
-        or err.startswith(f"fabricwatch replay: {path}:21: malformed record")
-    )
+    assert err.startswith(f"fabricwatch replay: {path}:21: malformed record") and err.count("\n") == 1
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*), any_value(code) FROM deadletters").fetchone() == (1, "structure")
     assert con.execute("SELECT count(DISTINCT ts) FROM port").fetchone()[0] == 49
