@@ -18,7 +18,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collectors.base import source_class
+from collectors.base import SOURCES, source_class
 from collectors.gnmi import parse_json
 from collectors.portmap import PortMap
 from collectors.toolsource import Options
@@ -99,6 +99,8 @@ def main() -> None:
     print(f"{'case':58s} {'median ms':>10s}")
     for case_yaml in sorted(GOLDEN.glob("*/*/case.yaml")):
         case = case_yaml.parent
+        if case.parent.name not in SOURCES:
+            continue
         spec = yaml.safe_load(case_yaml.read_text()) or {}
         if spec.get("error"):
             continue
