@@ -172,7 +172,12 @@ ALL_TOPICS = (*TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS, TOPIC_DEADLETT
 
 
 class SchemaError(ValueError):
-    """A message that breaks the schema; ``str()`` is the reason stored with the dead letter."""
+    """A message that breaks the schema; ``str()`` is the reason stored with the dead letter and
+    ``code`` one of stream.metrics.DEADLETTER_CODES (undecodable, structure, schema, value)."""
+
+    def __init__(self, reason: str, code: str = "schema") -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class Message(msgspec.Struct, array_like=False):
@@ -199,9 +204,9 @@ def decode(data: bytes) -> Message:
     try:
         message = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
-        raise SchemaError(f"wrong structure: {exc}") from None
+        raise SchemaError(f"wrong structure: {exc}", "structure") from None
     except msgspec.DecodeError as exc:
-        raise SchemaError(f"undecodable: {exc}") from None
+        raise SchemaError(f"undecodable: {exc}", "undecodable") from None
     check_header(message)
     return message
 
@@ -211,7 +216,7 @@ def from_dict(value: Any) -> Message:
     try:
         message = msgspec.convert(value, Message)
     except msgspec.ValidationError as exc:
-        raise SchemaError(f"wrong structure: {exc}") from None
+        raise SchemaError(f"wrong structure: {exc}", "structure") from None
     check_header(message)
     return message
 
@@ -267,7 +272,7 @@ def _column_array(col: Column, values: list[Any]) -> pa.Array:
             return pa.array(values, pa.string())
         arr = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-        raise SchemaError(f"column {col.name!r}: {_first_bad(col, values) or exc}") from None
+        raise SchemaError(f"column {col.name!r}: {_first_bad(col, values) or exc}", "value") from None
     t = arr.type
     if pa.types.is_null(t):
         return pa.nulls(len(arr), col.arrow_type)
@@ -275,19 +280,19 @@ def _column_array(col: Column, values: list[Any]) -> pa.Array:
         return arr.cast(pa.float64())
     if col.type == "int" and pa.types.is_integer(t):
         if pa.types.is_unsigned_integer(t):
-            raise SchemaError(f"column {col.name!r}: value above {COUNTER_MAX}")
+            raise SchemaError(f"column {col.name!r}: value above {COUNTER_MAX}", "value")
         return arr
     if col.type == "int" and pa.types.is_floating(t):
         x = arr.to_numpy(zero_copy_only=False)
         bad = np.isfinite(x) & (x != np.round(x))
         if bad.any():
-            raise SchemaError(f"column {col.name!r}: {float(x[bad][0])!r} is not an integer")
+            raise SchemaError(f"column {col.name!r}: {float(x[bad][0])!r} is not an integer", "value")
         if (np.abs(x[np.isfinite(x)]) >= 2.0**63).any():
-            raise SchemaError(f"column {col.name!r}: value out of range")
+            raise SchemaError(f"column {col.name!r}: value out of range", "value")
         if np.isnan(x).any() and arr.null_count != np.isnan(x).sum():
-            raise SchemaError(f"column {col.name!r}: NaN is not a number; send null")
+            raise SchemaError(f"column {col.name!r}: NaN is not a number; send null", "value")
         return arr.cast(pa.int64(), safe=False)
-    raise SchemaError(f"column {col.name!r}: {_first_bad(col, values) or f'values of type {t}'}")
+    raise SchemaError(f"column {col.name!r}: {_first_bad(col, values) or f'values of type {t}'}", "value")
 
 
 def _first_bad(col: Column, values: list[Any]) -> str | None:
@@ -324,7 +329,7 @@ class Batch:
 
     kind: str
     table: pa.Table
-    rejected: list[tuple[int, str]]  # (index into the input list, reason)
+    rejected: list[tuple[int, SchemaError]]  # (index into the input list, why)
     unknown_columns: int = 0
 
 
@@ -353,7 +358,7 @@ def to_table(kind: str, messages: list[Message]) -> Batch:
         try:
             t, u = _build(spec, [m])
         except SchemaError as exc:
-            rejected.append((i, str(exc)))
+            rejected.append((i, exc))
             continue
         good_tables.append(t)
         unknown += u
@@ -363,7 +368,7 @@ def to_table(kind: str, messages: list[Message]) -> Batch:
 
 class _RowError(SchemaError):
     def __init__(self, message_index: int, reason: str) -> None:
-        super().__init__(reason)
+        super().__init__(reason, "value")
         self.message_index = message_index
 
 

@@ -1,0 +1,96 @@
+"""Forensic queries on a DuckDB file while a processor in another process keeps writing it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from fabricwatch import schema
+from stream import segments
+from stream.segments import open_forensic
+from stream.store import Store
+
+T0 = 1764400000.0
+
+
+def gpu_table(t: float, n: int = 4):
+    m = schema.make(
+        "gpu", "node000", T0 + t, int(t), {"device": [f"node000/gpu{i}" for i in range(n)], "temp_c": [60.0] * n}
+    )
+    return schema.to_table("gpu", [m]).table
+
+
+def test_seal_moves_old_rows_and_queries_see_all(tmp_path):
+    db = tmp_path / "fw.duckdb"
+    with Store(db) as store:
+        for t in range(0, 100, 10):
+            store.write_batch({"gpu": gpu_table(t)})
+        assert store.seal(T0 + 50) == 20
+        assert store.count("gpu") == 20
+        assert store.seal(T0 + 50) == 0  # sealing is idempotent
+    forensic = open_forensic(db)
+    assert not forensic.live
+    assert forensic.con.execute("SELECT count(*) FROM gpu").fetchone() == (40,)
+
+
+def test_crash_between_copy_and_delete_counts_nothing_twice(tmp_path):
+    db = tmp_path / "fw.duckdb"
+    with Store(db) as store:
+        for t in range(0, 40, 10):
+            store.write_batch({"gpu": gpu_table(t)})
+        # copy to a segment but "crash" before deleting the hot rows
+        folder = segments.segments_dir(db) / "gpu"
+        folder.mkdir(parents=True)
+        cutoff = round((T0 + 20) * 1e6)
+        store.con.execute(
+            f"COPY (SELECT * FROM gpu WHERE ts < make_timestamp({cutoff})) TO '{folder}/gpu-{cutoff}.parquet'"
+        )
+    with Store(db) as store:
+        assert store.count("gpu") == 8
+    assert open_forensic(db).con.execute("SELECT count(*) FROM gpu").fetchone() == (16,)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from tests.stream.test_segments import gpu_table, T0
+    from stream.store import Store
+    with Store(sys.argv[1]) as store:
+        for t in range(0, 100, 10):
+            store.write_batch({"gpu": gpu_table(t)})
+        store.seal(T0 + 50)
+        print("sealed", flush=True)
+        sys.stdin.readline()   # hold the file open until the test has queried
+    """
+)
+
+
+def test_query_while_another_process_writes(tmp_path):
+    db = tmp_path / "fw.duckdb"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout.readline().strip() == "sealed"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fabricwatch",
+                "query",
+                "--db",
+                str(db),
+                "--format",
+                "csv",
+                "SELECT count(*) AS n, max(ts) < make_timestamp(CAST((1764400050) * 1e6 AS BIGINT)) AS old FROM gpu",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["n,old", "20,True"]
+        assert "sealed segments only" in proc.stderr
+    finally:
+        writer.communicate("done\n", timeout=30)
+    assert writer.returncode == 0
