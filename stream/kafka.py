@@ -1,13 +1,16 @@
 """The Kafka transport: :class:`KafkaBus`, the bus interface on kafka-python (≥ 3.0, crc32c extra).
 
 Producing never blocks and never crashes the collector. ``produce`` puts records into a bounded buffer
-(``buffer_max`` records: oldest dropped first, counted in ``stats.dropped``) that a background thread
-hands to kafka-python's producer. The buffer bound covers every record not yet acknowledged by the
-broker, including those the producer holds (at most ``inflight_max``), so memory stays bounded however
-long the broker is away. When the broker cannot be reached at start one line says so on stderr and
-the thread retries with exponential backoff (0.5 s doubling to 30 s); when a running broker goes away
-the producer keeps retrying, records whose delivery timed out go back to the front of the buffer, and
-one line says when delivery fails and when it resumes.
+that a background thread hands to kafka-python's producer. ``buffer_max`` bounds every record not yet
+acknowledged by the broker, including the ones the producer holds (at most ``inflight_max``, and at
+most a tenth of the buffer: those are pinned, so the bound drops the oldest of the rest first, each
+counted in ``stats.dropped``); memory stays bounded however long the broker is away. When the broker
+cannot be reached at start one line says so on stderr and the thread retries with exponential
+backoff (0.5 s doubling to 5 s: a returning broker is used within seconds, and a retry costs one TCP
+connect). When a running broker goes away the producer retries likewise, records whose delivery timed
+out go back to the front of the buffer, and one line says when nothing is acknowledged for 10 s and
+one when delivery resumes. kafka-python's own log lines (an ERROR per failed reconnect) are silenced
+unless the application configured the ``kafka`` logger itself.
 
 Producer settings: ``acks=all`` with the idempotent producer (no duplicates from its own retries),
 ``linger_ms`` 20 and ``batch_size`` 512 KiB (a 1024-GPU scrape is a few thousand messages of 1-20 KB
@@ -30,6 +33,7 @@ last moment to store and commit what was read from them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import socket
 import sys
@@ -68,11 +72,20 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEADLETTER_EXTRA_BYTES = 1024 * 1024
 LINGER_MS = 20
 BATCH_SIZE = 512 * 1024
-INFLIGHT_MAX = 10_000
-BACKOFF_START_S, BACKOFF_MAX_S = 0.5, 30.0
+INFLIGHT_MAX = 5_000  # records handed to kafka-python at once (~25 MB of large scrapes)
+INFLIGHT_SHARE = 10  # at most 1/10 of the buffer: in-flight records are pinned (the oldest), the rest drop oldest-first
+BACKOFF_START_S, BACKOFF_MAX_S = 0.5, 5.0  # a returning broker is used within 5 s; retries stay cheap
 CONNECT_TIMEOUT_MS = 5_000
 DELIVERY_TIMEOUT_MS = 60_000
 STALL_S = 10.0  # no acknowledgement for this long while records wait: say the broker is away
+
+
+def quiet_client_logs() -> None:
+    """Silence kafka-python's per-reconnect ERROR lines unless someone set the ``kafka`` logger's level:
+    the bus says what matters in one line each (unreachable, failing, resumed)."""
+    client = logging.getLogger("kafka")
+    if client.level == logging.NOTSET:
+        client.setLevel(logging.CRITICAL)
 
 
 class KafkaUnavailable(RuntimeError):
@@ -171,6 +184,7 @@ class KafkaBus(Bus):
     ) -> None:
         if buffer_max < 1:
             raise ValueError("buffer_max must be at least 1")
+        quiet_client_logs()
         if compression in ("none", ""):
             compression = None
         if compression not in (None, "gzip", "snappy", "lz4", "zstd"):
@@ -184,7 +198,7 @@ class KafkaBus(Bus):
         self.compression = compression
         self.linger_ms = linger_ms
         self.batch_size = batch_size
-        self.inflight_max = max(1, min(inflight_max, buffer_max))
+        self.inflight_max = max(1, min(inflight_max, buffer_max // INFLIGHT_SHARE))
         self.max_message_bytes = max_message_bytes
         self.topics = tuple(topics)
         self.on_assign = on_assign
@@ -273,7 +287,10 @@ class KafkaBus(Bus):
     def _connect(self) -> KafkaProducer:
         reachable(self.bootstrap)
         if not self._topics_ready:
-            self.ensure_topics()
+            try:
+                self.ensure_topics()
+            except kerr.KafkaError as exc:
+                raise KafkaUnavailable(f"cannot create topics on {self.bootstrap} ({_why(exc)})") from None
         try:
             return KafkaProducer(
                 bootstrap_servers=self.bootstrap,
@@ -296,10 +313,8 @@ class KafkaBus(Bus):
 
     def _say(self, line: str) -> None:
         log.info(line)
-        try:
+        with contextlib.suppress(OSError, ValueError):
             print(f"kafka: {line}", file=self._notice, flush=True)
-        except (OSError, ValueError):
-            pass
 
     def _send_loop(self) -> None:
         backoff = BACKOFF_START_S
@@ -366,13 +381,16 @@ class KafkaBus(Bus):
                     key=record.key.encode() if record.key is not None else None,
                     timestamp_ms=int(record.ts * 1000),
                 )
-            except (kerr.KafkaTimeoutError, kerr.NoBrokersAvailable) as exc:
+            except kerr.KafkaError as exc:
+                if not (exc.retriable or isinstance(exc, kerr.KafkaTimeoutError)):
+                    self._rejected(exc)  # e.g. larger than max_request_size: it would never go
+                    continue
                 # No metadata for the topic within max_block_ms: the broker is away. Keep the record.
                 self._requeue(record, exc)
                 with self._cv:
                     self._cv.wait_for(lambda: self._closing, timeout=BACKOFF_START_S)
                 return
-            except (kerr.KafkaError, ValueError, TypeError, AssertionError) as exc:
+            except Exception as exc:  # a bad record must never stop the sender thread
                 self._rejected(exc)
                 continue
             future.add_callback(self._delivered)
@@ -446,6 +464,8 @@ class KafkaBus(Bus):
                 self._consumer = KafkaConsumer(**config)
             except (kerr.KafkaError, OSError) as exc:
                 raise KafkaUnavailable(f"broker {self.bootstrap} cannot be reached ({_why(exc)})") from None
+        for topic in topics:  # metadata first: a group joined without it assigns nothing, then rebalances
+            self._consumer.partitions_for_topic(topic)
         self._consumer.subscribe(list(topics), listener=_Listener(self))
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:

@@ -55,8 +55,11 @@ def split_by_fault_domain(message: Message, topology: topo.Topology) -> list[tup
         index.setdefault(d, []).append(i)
     parts = []
     for d, rows in index.items():
-        pick = itemgetter(*rows)
-        cut = {name: list(pick(values)) if len(rows) > 1 else [values[rows[0]]] for name, values in message.rows.items()}
+        if len(rows) == 1:
+            cut = {name: [values[rows[0]]] for name, values in message.rows.items()}
+        else:
+            pick = itemgetter(*rows)
+            cut = {name: list(pick(values)) for name, values in message.rows.items()}
         parts.append((d, make(message.kind, message.source, message.ts, message.seq, cut)))
     return parts
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -284,10 +285,8 @@ class LocalBroker:
 
 def _reap(pid: int) -> None:
     """Collect the exit status of a broker this process started (else it stays a zombie)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def answers(bootstrap: str, timeout_s: float = 5.0) -> bool:
