@@ -77,6 +77,7 @@ INFLIGHT_SHARE = 10  # at most 1/10 of the buffer: in-flight records are pinned 
 BACKOFF_START_S, BACKOFF_MAX_S = 0.5, 5.0  # a returning broker is used within 5 s; retries stay cheap
 CONNECT_TIMEOUT_MS = 5_000
 DELIVERY_TIMEOUT_MS = 60_000
+FLUSH_STALL_S = 2.0  # flush() without a timeout gives up after this long without an acknowledgement
 STALL_S = 10.0  # no acknowledgement for this long while records wait: say the broker is away
 
 
@@ -213,6 +214,7 @@ class KafkaBus(Bus):
         self._sender: threading.Thread | None = None
         self._closing = False
         self._failing = False  # delivery is failing: said once, until it resumes
+        self._down = False  # the last connection attempt failed
         self._last_progress = time.monotonic()  # last acknowledgement, or when records began to wait
         self._topics_ready = False
         # consumer side
@@ -239,16 +241,24 @@ class KafkaBus(Bus):
             self._start_sender()
 
     def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until every buffered record is acknowledged (or ``timeout_s`` passes)."""
+        """Wait for the broker to acknowledge what is buffered.
+
+        With ``timeout_s`` wait up to that long. Without, wait only while delivery makes progress: at
+        once when the broker cannot be reached, and after FLUSH_STALL_S without an acknowledgement, so
+        a collector that flushes after every scrape keeps scraping (into the buffer) during an outage.
+        """
         if self._sender is None:
             return
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cv:
             while self._buffer or self.stats.inflight:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                now = time.monotonic()
+                if deadline is None:
+                    if self._down or (self.stats.inflight and now - self._last_progress > FLUSH_STALL_S):
+                        return
+                elif now >= deadline:
                     return
-                self._cv.wait(timeout=0.1 if left is None else min(left, 0.1))
+                self._cv.wait(timeout=0.1 if deadline is None else min(deadline - now, 0.1))
 
     def pending(self) -> int:
         """Records not yet acknowledged (buffered + in flight)."""
@@ -330,6 +340,9 @@ class KafkaBus(Bus):
                 try:
                     self._producer = self._connect()
                 except KafkaUnavailable as exc:
+                    with self._cv:
+                        self._down = True
+                        self._cv.notify_all()
                     if down_since is None:
                         down_since = time.monotonic()
                         self._say(
@@ -340,6 +353,7 @@ class KafkaBus(Bus):
                         self._cv.wait_for(lambda: self._closing, timeout=backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                     continue
+                self._down = False
                 if down_since is not None:
                     self._say(
                         f"connected to {self.bootstrap} after {time.monotonic() - down_since:.0f} s; "
