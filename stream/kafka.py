@@ -25,9 +25,12 @@ check working for replays of old or simulated data. ``Record.ts`` of a consumed 
 the time the broker appended it (this is what end-to-end lag is measured from).
 
 Consuming: one consumer in group ``group_id``, manual commits only, ``auto_offset_reset=earliest``.
-``on_assign(partitions)`` is called on every assignment (a rebalance listener), after any seek asked
-for before the partition was assigned; ``on_revoke(partitions)`` before partitions are taken away, the
-last moment to store and commit what was read from them.
+``on_assign(partitions)`` is called after every assignment, in the thread that polls, before any
+record of those partitions is returned (they stay paused until it returns), so it may read committed
+offsets and seek; seeks asked for before a partition was assigned are applied first. kafka-python 3
+runs rebalance listeners on its IO thread, where blocking client calls are refused, hence the pause.
+``on_revoke(partitions)`` is called (on that IO thread: it must not block on the client) before
+partitions are taken away.
 """
 
 from __future__ import annotations
@@ -229,6 +232,8 @@ class KafkaBus(Bus):
         # consumer side
         self._consumer: KafkaConsumer | None = None
         self._pending_seeks: dict[TopicPartition, int] = {}
+        self._to_settle: set[TopicPartition] = set()  # assigned, paused until on_assign ran
+        self._settle_empty = False  # an assignment of no partitions, still to be told to on_assign
         self.commit_failures = 0
 
     # --- producing ---------------------------------------------------------------------------------
@@ -494,6 +499,8 @@ class KafkaBus(Bus):
     def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
         consumer = self._need_consumer()
         batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        if self._to_settle or self._settle_empty:
+            self._settle()
         out: list[Record] = []
         for tp, records in batches.items():
             topic, partition = tp.topic, tp.partition
@@ -569,15 +576,40 @@ class KafkaBus(Bus):
         return self._consumer
 
     def _assigned(self, partitions: list[TopicPartition]) -> None:
+        """Rebalance listener (kafka-python's IO thread: nothing here may block on the client).
+
+        Seeks asked for before the assignment apply now. With an ``on_assign`` hook the new partitions
+        are paused, and the hook runs in the polling thread when ``poll`` returns (it may then read
+        committed offsets and seek); they are resumed after it, so no record of theirs is returned
+        before the hook has positioned them."""
         consumer = self._need_consumer()
         for tp in partitions:
             offset = self._pending_seeks.pop(tp, None)
             if offset is not None:
                 consumer.seek(KafkaTP(*tp), offset)
-        if self.on_assign is not None:
+        if self.on_assign is not None and partitions:
+            consumer.pause(*(KafkaTP(*tp) for tp in partitions))
+            self._to_settle.update(partitions)
+        elif self.on_assign is not None:
+            self._settle_empty = True
+
+    def _settle(self) -> None:
+        """Run ``on_assign`` for partitions assigned during the last poll, then resume them."""
+        consumer = self._need_consumer()
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        partitions = sorted(tp for tp in self._to_settle if tp in assigned)
+        self._to_settle.clear()
+        self._settle_empty = False
+        assert self.on_assign is not None
+        try:
             self.on_assign(partitions)
+        finally:
+            if partitions:
+                consumer.resume(*(KafkaTP(*tp) for tp in partitions))
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
+        """Rebalance listener (IO thread, must not block): ``on_revoke`` sees the partitions going away."""
+        self._to_settle.difference_update(partitions)
         if self.on_revoke is not None:
             self.on_revoke(partitions)
 
