@@ -1,36 +1,52 @@
 """Kafka throughput: what the live path sustains through a real broker, against its bare limits.
 
 Load: the simulator's 1024-GPU 8-rail supernode at a 1 s interval (every scrape of every node and
-switch, cut by fault domain as collectors send them), then 2×, 5× and 10× that rate.
+switch, cut by fault domain as collectors send them), then 2×, 5× and 10× that rate: one collector
+process sends k seconds' worth of scrapes each second (pre-generated, so the simulator's own speed is
+not measured), one ``fabricwatch process`` process stores them (decode, validate, DuckDB with offsets
+in the same transaction, commit; ingest only: detection is measured by the detectors' benchmark).
 
-Modes (each prints a table; the machine is noisy, so rates are medians of repeats where they repeat):
+Per rate: rows/s and samples/s stored (a sample = one value of one column of one row), the processor's
+CPU (% of one core, from /proc), consumer lag sampled every 0.5 s (records behind, median and max) and
+how long the processor needed after the collector's last scrape to have it all stored ("drain"). A
+rate the processor cannot keep up with shows as lag growing over the run and a long drain.
 
-``--compression``  every codec kafka-python can use here: produce rate, bytes on the broker's disk,
-                   bare consume rate. The default compression of stream.kafka comes from this.
-(default)          bare kafka-python produce and consume rates of the same records.
+In the same run, the limits it is compared with: the processor draining a backlog (its top speed),
+a bare kafka-python consumer reading the same records, and DuckDB's Arrow insert of the same rows.
 
-Run: ``.venv/bin/python -m bench.kafka_throughput [--bootstrap HOST:PORT] [--compression]``; without
-``--bootstrap`` a throwaway broker is started (scripts/kafka-broker's, in a temporary directory).
+Modes: (default) the above; ``--compression`` every codec kafka-python can use here (produce rate,
+bytes on the broker's disk, bare consume rate: the default compression of stream.kafka comes from
+this); ``--bare`` just the bare produce and consume rates.
+
+Run: ``.venv/bin/python -m bench.kafka_throughput [--bootstrap HOST:PORT] [--compression|--bare]``;
+without ``--bootstrap`` a throwaway broker is started (scripts/kafka-broker's, in a temporary directory).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import median_seconds
 from fabricwatch import schema
 from fabricwatch.topology import Topology, generate
 from stream.bus import Outgoing
-from stream.kafka import KafkaBus
+from stream.kafka import DEFAULT_COMPRESSION, KafkaBus
 from stream.keys import outgoing
 from stream.localbroker import LocalBroker
 
@@ -176,8 +192,6 @@ def compression_table(bootstrap: str, batches: list[list[Outgoing]], partitions:
 
 
 def bare_table(bootstrap: str, batches: list[list[Outgoing]], partitions: int, repeat: int) -> Table:
-    from stream.kafka import DEFAULT_COMPRESSION
-
     n = sum(len(b) for b in batches)
     rows = sum(rows_of(b) for b in batches)
     produce, consume = [], []
@@ -195,22 +209,274 @@ def bare_table(bootstrap: str, batches: list[list[Outgoing]], partitions: int, r
     return table
 
 
+# --- the full run: a collector process and a processor process ---------------------------------------
+
+
+def samples_of(records: list[Outgoing]) -> int:
+    """Values carried: per message, rows × its value columns (keys, ts and source are not samples)."""
+    total = 0
+    for r in records:
+        m = schema.decode(r.value)
+        keys = {c.name for c in schema.KINDS[m.kind].keys}
+        total += schema.row_count(m) * sum(1 for name in m.rows if name not in keys)
+    return total
+
+
+def write_load(batches: list[list[Outgoing]], path: Path) -> None:
+    path.write_bytes(msgspec.msgpack.encode([[(r.topic, r.key, r.value, r.ts) for r in b] for b in batches]))
+
+
+def collector(args: argparse.Namespace) -> None:
+    """--role collector: send ``rate`` scrape batches per second for ``seconds`` s, like a collector."""
+    raw = msgspec.msgpack.decode(Path(args.load).read_bytes())
+    batches = [[Outgoing(t, k, v, ts) for t, k, v, ts in b] for b in raw]
+    bus = KafkaBus(args.bootstrap, client_id="bench-collector")
+    bus.ensure_topics()
+    period = 1.0 / args.rate
+    started = time.perf_counter()
+    sent = 0
+    for i in range(round(args.seconds * args.rate)):
+        due = started + i * period
+        if (wait := due - time.perf_counter()) > 0:
+            time.sleep(wait)
+        bus.produce(batches[i % len(batches)])
+        bus.flush()  # as collectors.runner.BusSink does after every scrape
+        sent += 1
+    bus.flush(120)
+    print(msgspec.json.encode({"batches": sent, "dropped": bus.stats.dropped, "sent": bus.stats.sent}).decode())
+    bus.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Lag:
+    """The group's committed offsets against the end of the telemetry partitions."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+        self.group = group
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench-lag")
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="bench-lag")
+        self.partitions = [
+            TopicPartition(topic, p)
+            for topic in schema.TELEMETRY_TOPICS
+            for p in sorted(self.consumer.partitions_for_topic(topic) or ())
+        ]
+
+    def committed(self) -> int:
+        offsets = self.admin.list_group_offsets({self.group: None}).get(self.group, {})
+        return sum(o.offset for o in offsets.values() if o.offset >= 0)
+
+    def end(self) -> int:
+        return sum(self.consumer.end_offsets(self.partitions).values())
+
+    def behind(self) -> int:
+        return self.end() - self.committed()
+
+    def close(self) -> None:
+        self.admin.close()
+        self.consumer.close()
+
+
+def start_processor(bootstrap: str, db: Path, group: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabricwatch", "process", "--bootstrap", bootstrap, "--db", str(db), "--group", group],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class RateResult:
+    scale: float
+    rows_s: float
+    samples_s: float
+    cpu_pct: float
+    lag_median: float
+    lag_max: int
+    drain_s: float
+    dropped: int
+
+
+def run_rate(
+    bootstrap: str, load: Path, per_s: tuple[int, int, int], scale: float, seconds: int, tmp: Path
+) -> RateResult:
+    """One rate: fresh topics, the processor, then the collector for ``seconds`` s; sample lag; drain."""
+    fresh_topics(bootstrap, 12)
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    proc = start_processor(bootstrap, tmp / f"{group}.duckdb", group)
+    lag = Lag(bootstrap, group)
+    time.sleep(3)  # the processor joins its group before the load starts
+    cpu0, wall0 = cpu_seconds(proc.pid), time.perf_counter()
+    coll = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "bench.kafka_throughput", "--role", "collector", "--bootstrap", bootstrap),
+            *("--load", str(load), "--rate", str(scale), "--seconds", str(seconds)),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    samples = []
+    while coll.poll() is None:
+        samples.append(lag.behind())
+        time.sleep(0.5)
+    produced_at = time.perf_counter()
+    report = msgspec.json.decode(coll.stdout.read() if coll.stdout else b"{}")
+    deadline = time.monotonic() + 300
+    while lag.behind() > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    drained_at = time.perf_counter()
+    cpu = cpu_seconds(proc.pid) - cpu0
+    lag.close()
+    stop(proc)
+    _, rows, samples_n = per_s
+    batches = report["batches"]
+    wall = drained_at - wall0
+    return RateResult(
+        scale,
+        rows * batches / wall,
+        samples_n * batches / wall,
+        100 * cpu / wall,
+        statistics.median(samples) if samples else 0.0,
+        max(samples, default=0),
+        drained_at - produced_at,
+        report["dropped"],
+    )
+
+
+def backlog_rate(bootstrap: str, batches: list[list[Outgoing]], rows: int, tmp: Path) -> float:
+    """Rows/s of ``fabricwatch process`` storing a backlog (its top speed, from its first commit)."""
+    fresh_topics(bootstrap, 12)
+    produce_rate(bootstrap, batches, DEFAULT_COMPRESSION)
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    lag = Lag(bootstrap, group)
+    total = lag.end()
+    proc = start_processor(bootstrap, tmp / f"{group}.duckdb", group)
+    while lag.committed() == 0:
+        time.sleep(0.02)
+    started, first = time.perf_counter(), lag.committed()
+    while lag.committed() < total:
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    lag.close()
+    stop(proc)
+    return rows * (total - first) / total / elapsed
+
+
+def duckdb_arrow_rate(batches: list[list[Outgoing]], tmp: Path) -> float:
+    """Rows/s of DuckDB's Arrow insert of the same rows (all kinds), as stream.store does it, median of 5."""
+    import duckdb
+
+    from stream.store import _kind_ddl
+
+    by_kind: dict[str, list[schema.Message]] = {}
+    for b in batches:
+        for r in b:
+            m = schema.decode(r.value)
+            by_kind.setdefault(m.kind, []).append(m)
+    tables = {k: schema.to_table(k, ms).table for k, ms in by_kind.items()}
+    rows = sum(t.num_rows for t in tables.values())
+    con = duckdb.connect(str(tmp / "raw.duckdb"))
+    for kind in tables:
+        con.execute(_kind_ddl(kind))
+
+    def insert() -> None:
+        con.begin()
+        for kind, table in tables.items():
+            con.register("t", table)
+            con.execute(f"INSERT INTO {kind} SELECT * FROM t")
+            con.unregister("t")
+        con.commit()
+
+    seconds = median_seconds(insert, repeat=5)
+    con.close()
+    return rows / seconds
+
+
+def full_run(bootstrap: str, topology: Topology, args: argparse.Namespace, out: Console) -> None:
+    batches = supernode_scrapes(topology, args.seconds)[1:]  # the first scrape carries every module once
+    per_s = (
+        round(statistics.mean(len(b) for b in batches)),
+        round(statistics.mean(rows_of(b) for b in batches)),
+        round(statistics.mean(samples_of(b) for b in batches)),
+    )
+    results = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        load = tmp / "load.msgpack"
+        write_load(batches, load)
+        for scale in args.scales:
+            out.print(f"rate {scale:g}× ...", style="dim")
+            results.append(run_rate(bootstrap, load, per_s, scale, args.run_seconds, tmp))
+        backlog = backlog_rate(bootstrap, batches * 3, 3 * sum(rows_of(b) for b in batches), tmp)
+        bare = statistics.median(bare_consume_rate(bootstrap, sum(len(b) for b in batches) * 3) for _ in range(3))
+        arrow = duckdb_arrow_rate(batches, tmp)
+    bare_rows = bare * per_s[1] / per_s[0]
+    table = Table(
+        title=f"Kafka live path, 1024-GPU 8-rail supernode at 1 s = {per_s[0]:,} records, {per_s[1]:,} rows, "
+        f"{per_s[2]:,} samples per second; {args.run_seconds} s per rate"
+    )
+    for col in ("rate", "rows/s", "samples/s", "processor CPU", "lag median", "lag max", "drain", "dropped"):
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(
+            f"{r.scale:g}×",
+            f"{r.rows_s:,.0f}",
+            f"{r.samples_s:,.0f}",
+            f"{r.cpu_pct:.0f} %",
+            f"{r.lag_median:,.0f} rec",
+            f"{r.lag_max:,} rec",
+            f"{r.drain_s:.1f} s",
+            f"{r.dropped:,}",
+        )
+    out.print(table)
+    limits = Table(title="top speeds in the same run (rows/s) and the processor's share of them")
+    for col in ("path", "rows/s", "processor backlog / this"):
+        limits.add_column(col, justify="left" if col == "path" else "right")
+    limits.add_row("fabricwatch process, draining a backlog", f"{backlog:,.0f}", "1.00")
+    limits.add_row("bare kafka-python consume, same records", f"{bare_rows:,.0f}", f"{backlog / bare_rows:.2f}")
+    limits.add_row("DuckDB Arrow insert, same rows", f"{arrow:,.0f}", f"{backlog / arrow:.2f}")
+    out.print(limits)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.kafka_throughput", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", help="a broker to use (default: start a throwaway one)")
-    parser.add_argument("--seconds", type=int, default=10, help="seconds of scrapes to send (default 10)")
+    parser.add_argument("--seconds", type=int, default=10, help="seconds of distinct scrapes generated (default 10)")
+    parser.add_argument("--run-seconds", type=int, default=20, help="seconds the collector runs per rate (default 20)")
+    parser.add_argument("--scales", type=lambda t: [float(x) for x in t.split(",")], default=[1.0, 2.0, 5.0, 10.0])
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compression", action="store_true", help="compare codecs")
+    parser.add_argument("--bare", action="store_true", help="bare produce and consume rates only")
+    parser.add_argument("--role", choices=("bench", "collector"), default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, default=1.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.role == "collector":
+        collector(args)
+        return
     topology = generate(1024, 8, 8)
-    batches = supernode_scrapes(topology, args.seconds)
     out = Console()
     with broker(args.bootstrap) as bootstrap:
-        if args.compression:
-            out.print(compression_table(bootstrap, batches, args.partitions, args.repeat))
+        if args.compression or args.bare:
+            batches = supernode_scrapes(topology, args.seconds)
+            make = compression_table if args.compression else bare_table
+            out.print(make(bootstrap, batches, args.partitions, args.repeat))
         else:
-            out.print(bare_table(bootstrap, batches, args.partitions, args.repeat))
+            full_run(bootstrap, topology, args, out)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ class KafkaBus(Bus):
         self._notice = notice if notice is not None else sys.stderr
         self._consumer_config = consumer_config or {}
         self.stats = ProducerStats()
+        self.acked_end: dict[TopicPartition, int] = {}  # next offset after the last acknowledged record
         # producer side
         self._buffer: collections.deque[Outgoing] = collections.deque()
         self._cv = threading.Condition()
@@ -424,8 +425,11 @@ class KafkaBus(Bus):
             future.add_callback(self._delivered)
             future.add_errback(self._failed, record)
 
-    def _delivered(self, _metadata: Any) -> None:
+    def _delivered(self, metadata: Any) -> None:
+        tp = (metadata.topic, metadata.partition)
         with self._cv:
+            if metadata.offset + 1 > self.acked_end.get(tp, 0):
+                self.acked_end[tp] = metadata.offset + 1
             self.stats.inflight -= 1
             self.stats.sent += 1
             self._last_progress = time.monotonic()
@@ -485,6 +489,8 @@ class KafkaBus(Bus):
                 "session_timeout_ms": 10_000,
                 "heartbeat_interval_ms": 1_000,
                 "bootstrap_timeout_ms": CONNECT_TIMEOUT_MS,
+                "reconnect_backoff_ms": int(BACKOFF_START_S * 1000),
+                "reconnect_backoff_max_ms": int(BACKOFF_MAX_S * 1000),
                 "allow_auto_create_topics": False,
             }
             config.update(self._consumer_config)

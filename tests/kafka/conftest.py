@@ -113,3 +113,14 @@ def own_broker(tmp_path: Path) -> Iterator[LocalBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def processes() -> Iterator[list]:
+    """Processes a test starts: any still running at the end are killed (a failed test leaks none)."""
+    started: list = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -24,11 +24,12 @@ ROWS = 200_000
 MESSAGES = ROWS // GPUS_PER_MESSAGE
 
 
-def test_kill_9_in_the_middle_then_restart_stores_every_row_once(kafka, tmp_path) -> None:
+def test_kill_9_in_the_middle_then_restart_stores_every_row_once(kafka, tmp_path, processes) -> None:
     produce_all(kafka.bootstrap, gpu_records(MESSAGES))
     db = tmp_path / "p.duckdb"
     # small batches: many store transactions, so the kill lands between two of them
     proc = start_process(kafka.bootstrap, db, kafka.group, "--max-records", "100")
+    processes.append(proc)
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) >= MESSAGES // 5, 120, "a fifth to be stored")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -38,12 +39,13 @@ def test_kill_9_in_the_middle_then_restart_stores_every_row_once(kafka, tmp_path
     assert 0 < rows_at_kill < ROWS
 
     proc = start_process(kafka.bootstrap, db, kafka.group)
+    processes.append(proc)
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) == MESSAGES, 180, "every record committed")
     assert stop_process(proc) == 0
     assert gpu_rows(db) == (ROWS, ROWS)  # every row, none twice
 
 
-def test_a_rebalance_between_two_processors_loses_and_duplicates_nothing(kafka, tmp_path) -> None:
+def test_a_rebalance_between_two_processors_loses_and_duplicates_nothing(kafka, tmp_path, processes) -> None:
     """P1 runs alone; P2 joins (rebalance); P1 leaves on SIGTERM (rebalance); records keep arriving."""
     first, second = tmp_path / "p1.duckdb", tmp_path / "p2.duckdb"
     batches = [gpu_records(2_000, first_seq=k * 1_000) for k in range(6)]  # 12,000 messages, 96,000 rows
@@ -51,8 +53,10 @@ def test_a_rebalance_between_two_processors_loses_and_duplicates_nothing(kafka, 
     feeding = threading.Thread(target=lambda: [produce_all(kafka.bootstrap, b) or time.sleep(1.0) for b in batches])
     feeding.start()
     p1 = start_process(kafka.bootstrap, first, kafka.group, "--max-records", "200")
+    processes.append(p1)
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) >= 2_000, 120, "P1 to store some")
     p2 = start_process(kafka.bootstrap, second, kafka.group, "--max-records", "200")
+    processes.append(p2)
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) >= 6_000, 120, "both to store more")
     assert stop_process(p1) == 0
     feeding.join()

@@ -79,7 +79,9 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def test_every_good_row_is_stored_and_every_bad_record_dead_lettered_with_its_reason(kafka, tmp_path) -> None:
+def test_every_good_row_is_stored_and_every_bad_record_dead_lettered_with_its_reason(
+    kafka, tmp_path, processes
+) -> None:
     rng = random.Random(7)
     records, expected_codes, bad_values = [], Counter(), []
     for i in range(GOOD):
@@ -105,6 +107,7 @@ def test_every_good_row_is_stored_and_every_bad_record_dead_lettered_with_its_re
     proc = subprocess.Popen(
         [sys.executable, "-m", "fabricwatch", "serve", "--config", str(config)], cwd=ROOT, stdout=log, stderr=log
     )
+    processes.append(proc)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until(lambda: _up(base), 60, "the HTTP endpoint")
