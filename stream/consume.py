@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
+from prometheus_client import CollectorRegistry, Counter
 
 from fabricwatch.incident import Incident
 from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
@@ -39,6 +40,7 @@ from stream.processor import Processor
 log = logging.getLogger("fabricwatch.consume")
 
 LAG_EVERY_S = 5.0
+LOOP_STAGES = ("poll", "process", "publish", "commit")
 EVICT_WITHOUT_ENGINE_S = 60.0  # ingest-only: keep a minute of rows in the window buffer, not all of them
 
 
@@ -53,6 +55,17 @@ class LoopStats:
     last_poll: float = 0.0  # monotonic time of the last poll (for /healthz)
     assigned: int = 0  # partitions assigned now
     joined: bool = False  # the group gave this member its partitions at least once (for /readyz)
+
+
+def _stage_counter(registry: CollectorRegistry) -> Counter:
+    """Seconds spent per stage of the loop: poll (when it returned records), process (decode, validate,
+    store: Processor.handle), publish (dead letters, incidents), commit (to Kafka)."""
+    counter = Counter(
+        "fabricwatch_loop_seconds_total", "Seconds the processing loop spent per stage", ["stage"], registry=registry
+    )
+    for stage in LOOP_STAGES:
+        counter.labels(stage)
+    return counter
 
 
 def incident_record(incident: Incident) -> Outgoing:
@@ -82,6 +95,7 @@ class ProcessingLoop:
         self.on_batch = on_batch
         self.stats = LoopStats()
         self.metrics = processor.metrics
+        self.stage_seconds = _stage_counter(self.metrics.registry)
         self._lag_at = 0.0
         bus.on_assign = self._assigned
         bus.on_revoke = self._revoked
@@ -122,10 +136,12 @@ class ProcessingLoop:
     def run(self, stop: threading.Event) -> LoopStats:
         self.bus.subscribe(list(TELEMETRY_TOPICS))
         try:
+            seconds = self.stage_seconds
             while not stop.is_set():
-                self.stats.last_poll = time.monotonic()
+                self.stats.last_poll = started = time.monotonic()
                 records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
                 if records:
+                    seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
                     self.handle(records)
                 self._update_lag()
         finally:
@@ -139,7 +155,11 @@ class ProcessingLoop:
         self.stats.skipped += len(records) - len(fresh)
         if not fresh:
             return
+        seconds = self.stage_seconds
+        started = time.monotonic()
         result = self.processor.handle(fresh)  # raises if storing failed: then nothing is committed
+        handled = time.monotonic()
+        seconds.labels("process").inc(handled - started)
         if self.processor.engine is None:
             watermark = self.processor.watermark
             if watermark is not None:
@@ -148,8 +168,11 @@ class ProcessingLoop:
         out += [incident_record(i) for i in result.incidents]
         if out:
             self.bus.produce(out)
+        published = time.monotonic()
+        seconds.labels("publish").inc(published - handled)
         touched = {(r.topic, r.partition) for r in fresh}
         self.bus.commit({tp: self.processor.next_offsets[tp] for tp in touched})
+        seconds.labels("commit").inc(time.monotonic() - published)
         s = self.stats
         s.batches += 1
         s.records += len(fresh)

@@ -485,7 +485,10 @@ class KafkaBus(Bus):
                 "auto_offset_reset": "earliest",
                 "max_poll_records": 10_000,
                 "max_partition_fetch_bytes": 4 * 1024 * 1024,
-                "fetch_max_wait_ms": 100,
+                # Wait for 1 MiB or 250 ms: batches of a quarter second or more, not a store transaction
+                # per handful of records (at one supernode the processor's CPU fell from 29 % to 22 % of a core).
+                "fetch_min_bytes": 1024 * 1024,
+                "fetch_max_wait_ms": 250,
                 "session_timeout_ms": 10_000,
                 "heartbeat_interval_ms": 1_000,
                 "bootstrap_timeout_ms": CONNECT_TIMEOUT_MS,
