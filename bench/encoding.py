@@ -29,9 +29,9 @@ def main() -> None:
         "JSON (orjson)": lambda: [orjson.loads(b) for b in as_json],
         "JSON (stdlib json)": lambda: [json.loads(b) for b in as_json],
     }
-    times = {name: median_seconds(fn) for name, fn in cases.items()}
+    times = {name: median_seconds(fn, repeat=15) for name, fn in cases.items()}
     base = times["msgpack (msgspec, typed)"]
-    table = Table(title=f"decode {len(messages)} messages, {rows:,} rows (median of 7)")
+    table = Table(title=f"decode {len(messages)} messages, {rows:,} rows (median of 15)")
     for col in ("encoding", "rows/s", "MB", "time vs msgpack"):
         table.add_column(col, justify="right" if col != "encoding" else "left")
     sizes = {"msgpack": sum(map(len, packed)), "JSON": sum(map(len, as_json))}

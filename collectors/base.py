@@ -18,6 +18,14 @@ from fabricwatch.schema import Message
 # name -> "module:Class"; a source's module defines the class and nothing registers at import time.
 SOURCES: dict[str, str] = {
     "sim": "collectors.sim.source:SimSource",
+    "nvml": "collectors.nvml:NvmlSource",
+    "nvidia-smi": "collectors.nvidia_smi:NvidiaSmiSource",
+    "dcgm": "collectors.dcgm:DcgmSource",
+    "ethtool": "collectors.ethtool:EthtoolSource",
+    "sysfs": "collectors.sysfs:SysfsSource",
+    "gnmi": "collectors.gnmi:GnmiSource",
+    "switchcli": "collectors.switchcli:SwitchCliSource",
+    "ibtools": "collectors.ibtools:IbToolsSource",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from detectors.config import EngineConfig
 from fabricwatch.errors import InputError
 from fabricwatch.topology import Topology
 
@@ -26,6 +27,8 @@ class Window:
     ``frames[kind]`` has the columns of DESIGN §3 for that kind plus ``ts`` (float seconds) and
     ``source``, sorted by ts; a kind with no rows is an empty frame with those columns.
     ``modules`` is the latest ``module`` row of every port ever seen (thresholds outlive windows).
+    ``cache`` holds aggregates derived from the frames (detectors/frames.py), so that detectors of
+    one tick share one pass over the rows; it never changes what the frames say.
     """
 
     start: float
@@ -33,6 +36,7 @@ class Window:
     frames: dict[str, pd.DataFrame]
     modules: pd.DataFrame
     topology: Topology
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def frame(self, kind: str) -> pd.DataFrame:
         return self.frames[kind]
@@ -56,14 +60,43 @@ class Finding:
 
 
 class Detector(ABC):
+    """Built once with the engine's configuration; ``detect`` is called once per tick.
+
+    A detector that learns (baselines, event memories) keeps that state JSON-able behind
+    :meth:`snapshot` and :meth:`restore`, so a restarted processor resumes where it stopped.
+    """
+
     name: ClassVar[str]
+
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config if config is not None else EngineConfig()
 
     @abstractmethod
     def detect(self, window: Window) -> list[Finding]: ...
 
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able learnt state; a stateless detector has none."""
+        return {}
 
-# name -> "module:Class"
-DETECTORS: dict[str, str] = {}
+    def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless by default
+        """Resume from the output of :meth:`snapshot`."""
+
+
+# name -> "module:Class"; a detector's module defines the class and nothing registers at import time.
+DETECTORS: dict[str, str] = {
+    "gpu_temp": "detectors.gpu_temp:GpuTemperature",
+    "gpu_peers": "detectors.gpu_peers:GpuPeerThermal",
+    "cooling_loop": "detectors.cooling_loop:CoolingLoop",
+    "gpu_xid": "detectors.gpu_xid:GpuXid",
+    "optical_thresholds": "detectors.optical_thresholds:OpticalThresholds",
+    "optical_baseline": "detectors.optical_baseline:OpticalBaseline",
+    "pre_fec_ber": "detectors.pre_fec_ber:PreFecBer",
+    "fec_uncorrectable": "detectors.fec_uncorrectable:FecUncorrectable",
+    "packet_loss": "detectors.packet_loss:PacketLoss",
+    "link_state": "detectors.link_state:LinkState",
+    "congestion": "detectors.congestion:Congestion",
+    "pfc_storm": "detectors.pfc_storm:PfcStorm",
+}
 
 
 def detector_class(name: str) -> type[Detector]:

@@ -25,17 +25,24 @@ from stream.store import Store
 
 
 def default_faults(topology: Topology) -> list[Fault]:
-    """Five faults of different causes, each at a place every standard supernode has."""
+    """Five faults of different causes, each at a place every standard supernode has, kept apart so
+    that none of them explains another (the hot GPU and the faulty port are outside the failing loop)."""
     host = [link for link in topology.links if link.tier == "host"]
     fabric = [link for link in topology.links if link.tier == "fabric"]
     leaves = [s.name for s in topology.switches if s.tier == "leaf"]
-    gpus = topology.gpus
+    loop = topology.cooling_loops[-1]
+
+    def outside_loop(port_or_gpu: str) -> bool:
+        device = topology.port_device.get(port_or_gpu, port_or_gpu)
+        return device not in topology.gpu_node or topology.cooling_loop_of(device) != loop
+
     contaminated = host[min(len(host) - 1, 29)]  # node003/gpu5 on 8-GPU nodes
-    hot_gpu = gpus[min(len(gpus) - 1, 82)]  # node010/gpu2
+    cool_gpus = [g for g in topology.gpus if outside_loop(g)] or topology.gpus
+    hot_gpu = cool_gpus[min(len(cool_gpus) - 1, 82)]  # node010/gpu2 at 1024 GPUs
     dead_uplink = fabric[min(len(fabric) - 1, 3 * len(fabric) // 8 + 5)]
     faulty_leaf = leaves[len(leaves) * 5 // 8]
-    faulty_port = topology.ports_of_device(faulty_leaf)[min(10, len(topology.ports_of_device(faulty_leaf)) - 1)]
-    loop = topology.cooling_loops[len(topology.cooling_loops) - 1]
+    candidates = [p for p in topology.ports_of_device(faulty_leaf) if outside_loop(topology.port_peer[p])]
+    faulty_port = candidates[min(len(candidates) - 1, 10)]  # leaf5-0:p10 at 1024 GPUs
     return [
         Fault("connector_contamination", contaminated.id, 60.0, 60.0, options={"direction": "a_to_b", "loss_db": 5.0}),
         Fault("gpu_thermal", hot_gpu, 90.0, 120.0),

@@ -193,6 +193,7 @@ class Message(msgspec.Struct, array_like=False):
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(Message)
+_JSON_DECODER = msgspec.json.Decoder(Message)
 
 
 def encode(message: Message | dict[str, Any]) -> bytes:
@@ -200,9 +201,14 @@ def encode(message: Message | dict[str, Any]) -> bytes:
 
 
 def decode(data: bytes) -> Message:
-    """Bytes from the bus → a structurally checked :class:`Message` (values are checked later)."""
+    """Bytes from the bus → a structurally checked :class:`Message` (values are checked later).
+
+    MessagePack is what fabricwatch produces; a JSON object is accepted too, so a third-party producer
+    can publish the JSON form of DESIGN §3 as is. The two never overlap: a MessagePack map never
+    starts with ``{`` (that byte alone would be the integer 123).
+    """
     try:
-        message = _DECODER.decode(data)
+        message = (_JSON_DECODER if data[:1] == b"{" else _DECODER).decode(data)
     except msgspec.ValidationError as exc:
         raise SchemaError(f"wrong structure: {exc}", "structure") from None
     except msgspec.DecodeError as exc:

@@ -33,6 +33,7 @@ class ReplayResult:
     deadletters: int
     errors: list[InputError] = field(default_factory=list)
     truth: list[dict] | None = None
+    first_ts: float | None = None  # the earliest record: the run's t=0, where fault start times count from
 
 
 def replay(
@@ -53,6 +54,7 @@ def replay(
         encoder = msgspec.msgpack.Encoder()
         batch: list[Record] = []
         records = rows = deadletters = 0
+        first_ts: float | None = None
 
         def flush() -> None:
             nonlocal rows, deadletters
@@ -65,6 +67,8 @@ def replay(
 
         for rec in cap.records():
             records += 1
+            if first_ts is None or rec.ts < first_ts:
+                first_ts = rec.ts
             batch.append(Record(rec.topic, rec.key, encoder.encode(rec.value), rec.ts, 0, rec.line))
             if len(batch) >= BATCH_RECORDS:
                 flush()
@@ -73,7 +77,7 @@ def replay(
         processor.finish()
         incidents = sorted(engine.incidents(), key=lambda i: i.id)
         store.write_batch(incidents=incidents)
-    return ReplayResult(incidents, records, rows, deadletters, cap.errors, cap.truth)
+    return ReplayResult(incidents, records, rows, deadletters, cap.errors, cap.truth, first_ts)
 
 
 def incidents_json(incidents: list[Incident]) -> bytes:

@@ -78,6 +78,7 @@ class Processor:
         self.buffer = WindowBuffer(topology)
         self.next_offsets: dict[tuple[str, int], int] = dict(store.offsets())
         self.watermark: float | None = None
+        self.earliest: float | None = None  # the first telemetry seen: detection's grid starts here
         self._next_tick: float | None = None
         self._firing_labels: dict[str, tuple[str, ...]] = {}
         self.rows_stored = 0
@@ -123,9 +124,13 @@ class Processor:
         for kind, table in tables.items():
             self.metrics.stored_rows.labels(kind).inc(table.num_rows)
             self.buffer.add(kind, table)
-            newest = max(m.ts for m, _ in by_kind[kind]) if table.num_rows else None
-            if newest is not None and (self.watermark is None or newest > self.watermark):
-                self.watermark = newest
+            if table.num_rows:
+                newest = max(m.ts for m, _ in by_kind[kind])
+                oldest = min(m.ts for m, _ in by_kind[kind])
+                if self.watermark is None or newest > self.watermark:
+                    self.watermark = newest
+                if self.earliest is None or oldest < self.earliest:
+                    self.earliest = oldest
         if self.watermark is not None:
             self.metrics.watermark.set(self.watermark)
         result.incidents = self._run_due(final=False)
@@ -158,7 +163,8 @@ class Processor:
             return []
         every = self.engine.every_s
         if self._next_tick is None:
-            self._next_tick = math.floor(self.watermark / every) * every + every
+            assert self.earliest is not None
+            self._next_tick = math.floor(self.earliest / every) * every + every
         changed: dict[str, Incident] = {}
         while True:
             tick = self._next_tick

@@ -112,9 +112,18 @@ class Store:
             self._insert_findings(list(findings))
             self._upsert_incidents(list(incidents))
             if offsets:
-                con.executemany(
-                    "INSERT OR REPLACE INTO consumer_offsets VALUES (?, ?, ?, ?)",
-                    [(self.group, t, p, o) for (t, p), o in sorted(offsets.items())],
+                items = sorted(offsets.items())
+                self._insert_arrow(
+                    "consumer_offsets",
+                    pa.table(
+                        {
+                            "grp": pa.array([self.group] * len(items), pa.string()),
+                            "topic": pa.array([t for (t, _), _ in items], pa.string()),
+                            "partition": pa.array([p for (_, p), _ in items], pa.int32()),
+                            "next_offset": pa.array([o for _, o in items], pa.int64()),
+                        }
+                    ),
+                    verb="INSERT OR REPLACE",
                 )
             con.commit()
         except BaseException:

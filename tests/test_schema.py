@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 
 import duckdb
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -133,3 +134,12 @@ def test_unknown_columns_are_counted_not_stored():
 def test_integral_floats_are_accepted_as_counters():
     batch = schema.to_table("gpu", [_gpu(ecc_dbe_total=[3.0, None])])
     assert batch.table.column("ecc_dbe_total").to_pylist() == [3, None]
+
+
+def test_json_messages_from_other_producers_are_accepted():
+    m = _gpu()
+    data = msgspec.json.encode(m)
+    assert data[:1] == b"{"
+    assert schema.decode(data) == m
+    with pytest.raises(SchemaError, match="undecodable"):
+        schema.decode(b'{"schema": ')

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             db=args.db,
             on_progress=lambda p: live.update(line(p)),
         )
+    out.print()
     out.print(incidents_table(result.incidents, result.start_ts))
     s = result.score
     out.print(

@@ -62,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError("--incidents-out", f"cannot write {args.incidents_out}: {exc.strerror}") from None
     if not args.quiet:
-        first = start[0] if start else None
-        Console().print(incidents_table(result.incidents, first, title=f"Incidents in {args.capture.name}"))
+        Console().print(incidents_table(result.incidents, result.first_ts, title=f"Incidents in {args.capture.name}"))
         where = f"; DuckDB file {args.db}" if args.db else ""
         err.print(
             f"{result.records:,} records, {result.rows:,} rows, {result.deadletters:,} dead letters, "

@@ -147,3 +147,11 @@ def test_dead_letter_keeps_the_original_bytes(store):
     p.handle([rec(b"not msgpack \xc1", 0)])
     (value,) = store.con.execute("SELECT value FROM deadletters").fetchone()
     assert bytes(value) == b"not msgpack \xc1"
+
+
+def test_one_batch_spanning_many_ticks_runs_every_tick_from_the_start(store):
+    # a replay's first batch can hold minutes of telemetry: detection must still start at its beginning
+    engine = RecordingEngine()
+    p = Processor(schema_topology(), store, clock=VirtualClock(), engine=engine, grace_s=1.0)
+    p.handle([rec(gpu_message(t, i), i) for i, t in enumerate(range(0, 60, 5))])
+    assert [c[1] - T0 for c in engine.calls] == [10.0, 20.0, 30.0, 40.0, 50.0]

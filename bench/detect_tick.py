@@ -1,0 +1,64 @@
+"""How long one detection tick takes on a full-size window (target: well under 100 ms).
+
+Builds hand-made telemetry for a 1024-GPU, 8-rail supernode (tests/detectors/synth.py: healthy values
+with noise and spread, plus a contaminated connector, a hot GPU, a flapping link, a failing leaf switch
+and a failing cooling loop, so detectors and correlation have work), cuts the 60 s window each 10 s
+tick would see and times DetectionEngine.run on each. Prints rows per window and the median / p90 /
+max tick in milliseconds, wall and CPU (this process only: a busy shared machine distorts it less).
+
+    .venv/bin/python bench/detect_tick.py [--gpus 1024] [--ticks 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from detectors.engine import DetectionEngine
+from fabricwatch import topology
+from tests.detectors.synth import Timeline
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1024)
+    parser.add_argument("--ticks", type=int, default=30)
+    args = parser.parse_args()
+    topo = topology.generate(args.gpus, rails=8)
+    duration = 60 + 10 * args.ticks
+    tl = Timeline(topo, duration=duration, seed=1)
+    link = topo.links[17]
+    tl.shift("optical", "rx_power_dbm", -4.0, start=120, ramp=60, port=link.b)
+    tl.shift("gpu", "temp_c", 25.0, start=100, ramp=60, device=topo.gpus[5])
+    flap = topo.links[40]
+    for k in range(0, duration, 30):
+        tl.put("port", "state", 0, start=k, end=k + 4, port=[flap.a, flap.b])
+        tl.count("port", "link_down_total", 1 / 30, start=0, port=[flap.a, flap.b])
+    leaf = topo.ports_of_device("leaf0-0")
+    errored = leaf[: int(0.6 * len(leaf))]
+    tl.put("port", "pre_fec_ber", 5e-4, start=100, port=errored)
+    tl.count("port", "fec_uncorrectable_total", 5, start=100, port=errored)
+    tl.shift("gpu", "temp_c", 18.0, start=100, ramp=120, device=topo.gpus_of_loop(topo.cooling_loops[-1]))
+    engine = DetectionEngine(topo)
+    windows = [tl.window(t) for t in tl.ticks(10.0, 60.0)][: args.ticks]
+    rows = sum(len(f) for f in windows[0].frames.values())
+    wall, cpu = [], []
+    for w in windows:
+        t0, c0 = time.perf_counter(), time.process_time()
+        engine.run(w, now=w.end)
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    print(f"{args.gpus} GPUs: {rows} rows per 60 s window, {len(wall)} ticks")
+    for name, times in (("wall", sorted(wall)), ("cpu", sorted(cpu))):
+        p90 = times[int(0.9 * (len(times) - 1))]
+        print(f"tick {name} ms: median {statistics.median(times):.1f}  p90 {p90:.1f}  max {times[-1]:.1f}")
+    print(f"incidents: {[(i.cause, i.location['id']) for i in engine.incidents()]}")
+
+
+if __name__ == "__main__":
+    main()

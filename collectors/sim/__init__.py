@@ -1,0 +1,22 @@
+"""The physics-grounded supernode simulator: fabricwatch's only source of synthetic telemetry.
+
+``Simulator(topology, faults, seed=...)`` produces all five telemetry kinds of DESIGN §3 for any
+topology, one scrape per :meth:`Simulator.step`, much faster than real time and byte-for-byte
+deterministic from its seed. The physics are split by subject, each module documenting its numbers
+and their sources:
+
+* ``job``       the training job's compute / all-reduce phases;
+* ``thermal``   GPU power, temperature, throttling, and the NPO engines' heat path;
+* ``optics``    400G-DR4 optical powers, laser bias, BER waterfall, RS(544,514) FEC, module parts;
+* ``fabric``    traffic per link, queues, ECN marks and PFC pause propagation;
+* ``injection`` the 13 fault causes of DESIGN §4 and their exact signatures;
+* ``simulator`` state between scrapes, link states and counter resets; ``messages`` the cutting into
+  messages; ``streams`` the random streams that make faulted and healthy runs exactly comparable.
+
+``simulate_capture`` writes a capture file (DESIGN §6); ``source.SimSource`` serves live scrapes.
+"""
+
+from collectors.sim.capture import simulate_capture
+from collectors.sim.simulator import DEFAULT_START_TS, Simulator
+
+__all__ = ["DEFAULT_START_TS", "Simulator", "simulate_capture"]

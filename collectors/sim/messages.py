@@ -1,0 +1,155 @@
+"""Cutting one scrape's readings into telemetry messages (DESIGN §3).
+
+Sources, as a real deployment would have them:
+
+* ``gpu``: one message per node (source = node name), one row per GPU (an NVML/DCGM agent per host);
+* ``optical``, ``port``, ``module``: the GPU-side ports in one message per node, the switch-side ports in
+  one message per switch (source = the switch); ``optical`` has one row per lane;
+* ``switch``: one message per switch with its one row (source = the switch).
+
+``seq`` rises by one per message of a (source, kind): every source reports ``gpu``/``optical``/``port``/
+``switch`` at every scrape, so their seq is the scrape number; ``module`` messages go out at the first
+scrape, every ``module_every`` seconds and when a module is replaced, with a seq of their own.
+
+Values are plain Python numbers (``ndarray.tolist``), rounded to what the real source reports: NVML
+integers for temperatures, utilisation and clocks, DOM resolutions for optics (0.01 dB, 0.001 mA,
+0.01 °C, 0.1 mV).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collectors.sim import optics
+from collectors.sim.plant import LANES, Plant, Slice
+from collectors.sim.thermal import POWER_LIMIT_W
+from fabricwatch.schema import Message, make
+
+if TYPE_CHECKING:
+    from collectors.sim.simulator import Simulator
+
+SPEED_GBPS = 400.0
+
+
+def _with_nulls(values: list[Any], null_at: np.ndarray) -> list[Any]:
+    for i in null_at.tolist():
+        values[i] = None
+    return values
+
+
+class MessageBuilder:
+    def __init__(self, plant: Plant, part_of_port: np.ndarray) -> None:
+        self.plant = plant
+        self.module_seq = [0] * len(plant.port_slices)
+        parts = [optics.PARTS[i] for i in part_of_port.tolist()]
+        self.module_columns: dict[str, list[Any]] = {
+            "port": plant.port_list,
+            "media": [m.media for m in parts],
+            "vendor": [m.vendor for m in parts],
+            "part_number": [m.part_number for m in parts],
+            "lanes": [m.lanes for m in parts],
+        }
+        for name in optics.THRESHOLD_COLUMNS:
+            self.module_columns[name] = [getattr(m, name) for m in parts]
+        self.power_limit = [POWER_LIMIT_W] * plant.G
+        self.psu_ok = [1] * plant.S
+
+    def build(self, ts: float, seq: int, r: dict[str, Any], sim: Simulator, send_modules: set[int]) -> list[Message]:
+        p = self.plant
+        out: list[Message] = []
+
+        gpu = r["gpu"]
+        offbus = np.flatnonzero(r["offbus"])
+        gpu_cols: dict[str, list[Any]] = {
+            "device": p.gpu_list,
+            "util_pct": gpu.util_pct.tolist(),
+            "mem_util_pct": gpu.mem_util_pct.tolist(),
+            "temp_c": gpu.temp_c.tolist(),
+            "mem_temp_c": gpu.mem_temp_c.tolist(),
+            "power_w": gpu.power_w.tolist(),
+            "power_limit_w": list(self.power_limit),
+            "sm_clock_mhz": gpu.sm_clock_mhz.tolist(),
+            "throttle_mask": gpu.throttle_mask.tolist(),
+            "xid": r["xid"].tolist(),
+            "ecc_dbe_total": r["ecc_dbe"].tolist(),
+            "pcie_replay_total": r["pcie_replay"].tolist(),
+        }
+        if offbus.size:
+            for name, values in gpu_cols.items():
+                if name not in ("device", "xid"):
+                    _with_nulls(values, offbus)
+        _cut(out, "gpu", ts, seq, gpu_cols, p.gpu_slices)
+
+        _cut(
+            out,
+            "switch",
+            ts,
+            seq,
+            {
+                "device": p.switches,
+                "asic_temp_c": r["switch_temp"].tolist(),
+                "fan_min_rpm": r["fan"].tolist(),
+                "psu_ok": self.psu_ok,
+            },
+            p.switch_slices,
+        )
+
+        down = np.flatnonzero(~r["up_now"])
+        port_cols: dict[str, list[Any]] = {
+            "port": p.port_list,
+            "state": r["up_now"].astype(np.int64).tolist(),
+            "speed_gbps": _with_nulls([SPEED_GBPS] * p.P, down),
+            "rx_bytes_total": sim.rx_bytes.tolist(),
+            "tx_bytes_total": sim.tx_bytes.value.tolist(),
+            "rx_crc_errors_total": sim.crc.tolist(),
+            "symbol_errors_total": sim.symbol_errors.tolist(),
+            "fec_corrected_total": sim.fec_corrected.tolist(),
+            "fec_uncorrectable_total": sim.fec_uncorrectable.tolist(),
+            "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down),
+            "link_down_total": sim.link_down.tolist(),
+            "rx_pause_total": sim.rx_pause.tolist(),
+            "tx_pause_total": sim.tx_pause.tolist(),
+            "ecn_marked_total": sim.ecn.tolist(),
+            "tx_drops_total": sim.drops.tolist(),
+            "queue_depth_bytes": np.round(r["queue"]).astype(np.int64).tolist(),
+            "rx_packets_total": sim.rx_pkts.tolist(),
+            "tx_packets_total": sim.tx_pkts.value.tolist(),
+        }
+        _cut(out, "port", ts, seq, port_cols, p.port_slices)
+
+        optical_cols: dict[str, list[Any]] = {
+            "port": p.lane_port_list,
+            "lane": p.lane_list,
+            "tx_power_dbm": np.round(r["tx_read"], 2).tolist(),
+            "rx_power_dbm": np.round(r["rx_read"], 2).tolist(),
+            "bias_ma": np.round(r["bias"], 3).tolist(),
+            "module_temp_c": np.repeat(np.round(r["module_temp"], 2), LANES).tolist(),
+            "voltage_v": np.repeat(np.round(r["voltage"], 4), LANES).tolist(),
+        }
+        _cut(out, "optical", ts, seq, optical_cols, p.port_slices, LANES)
+
+        if send_modules:
+            chosen = [i for i in range(len(p.port_slices)) if i in send_modules]
+            for i in chosen:
+                sl = p.port_slices[i]
+                rows = {name: values[sl.start : sl.stop] for name, values in self.module_columns.items()}
+                out.append(make("module", sl.source, ts, self.module_seq[i], rows))
+                self.module_seq[i] += 1
+        return out
+
+
+def _cut(
+    out: list[Message],
+    kind: str,
+    ts: float,
+    seq: int,
+    cols: dict[str, list[Any]],
+    slices: list[Slice],
+    scale: int = 1,
+) -> None:
+    """One message per slice; ``scale`` rows per slice unit (LANES for optical rows of ports)."""
+    for sl in slices:
+        a, b = sl.start * scale, sl.stop * scale
+        out.append(make(kind, sl.source, ts, seq, {name: values[a:b] for name, values in cols.items()}))

@@ -1,0 +1,430 @@
+"""Findings → diagnoses: one root cause per problem, located, with its downstream findings folded in.
+
+Detectors say what is abnormal where; this module decides why, using the topology to join what
+belongs together (DESIGN §4). Rules run from the widest root to the narrowest, and each claims the
+findings it explains, so a finding is folded into one diagnosis at most:
+
+1. cooling_failure (cooling_loop): the loop is warm against the other loops, or ≥ ``loop_hot_min_gpus``
+   GPUs and ≥ ``loop_hot_min_fraction`` of one loop are hot. Claims its GPUs' heat findings and the
+   heat signs (module temperature, bias, BER) on their NPO ports.
+2. gpu_xid (gpu): the GPU reports an XID or double-bit ECC errors.
+3. npo_thermal_coupling (gpu): a hot GPU whose own NPO port shows module temperature, bias or BER up.
+   Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
+4. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
+5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
+   loss) on ≥ ``switch_fault_min_links`` links of one switch, being
+   ≥ ``switch_fault_min_fraction`` of its links.
+6. per link, from optical evidence of both ends, each direction = (transmitter, receiver):
+   a dark transmitter lane, or a dark receiver lane among lit ones → transceiver_fault (that port);
+   tx down at the transmitter (or bias up with the far rx down) → laser_degradation (transmitter);
+   rx down in both directions → fiber_damage (link); in one direction → connector_contamination (link)
+   (a direction dark on every lane with its transmitter lit is a broken fibre too);
+   errors with normal optical power → transceiver_fault (the port counting the worst errors).
+7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
+   upstream is folded into the nearest of them (hops over the topology).
+
+Anything left (a lone bias or temperature rise, pauses with no root) is not an incident on its own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from detectors.base import Finding
+from detectors.config import EngineConfig
+from fabricwatch.faults import CAUSES
+from fabricwatch.incident import SEVERITIES
+from fabricwatch.topology import Topology
+
+RANK = {s: i for i, s in enumerate(SEVERITIES)}  # 0 = most severe
+
+GPU_HEAT = {"gpu_hot", "gpu_hotter_than_peers"}
+PORT_HEAT = {
+    "module_temp_rise",
+    "module_temp_high_warn",
+    "module_temp_high_alarm",
+    "bias_rise",
+    "bias_high_warn",
+    "bias_high_alarm",
+    "ber_rise",
+    "ber_high",
+    "ber_above_limit",
+}
+# Errors that cost frames; a BER under the FEC limit costs nothing yet and only supports other evidence.
+ERRORS = {"ber_above_limit", "fec_uncorrectable", "packet_loss"}
+RX_LOW = {"rx_power_drop", "rx_power_low_alarm", "rx_power_low_warn", "path_loss_high"}
+TX_LOW = {"tx_power_drop", "tx_power_low_alarm", "tx_power_low_warn"}
+BIAS_UP = {"bias_rise", "bias_high_warn", "bias_high_alarm"}
+STATE = {"link_down", "link_flap"}
+TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
+# What a link problem must include to be worth an incident (a lone rise is a hint, not a page).
+ACTIONABLE = (
+    RX_LOW | TX_LOW | ERRORS | STATE | {"loss_of_light", "tx_dark", "bias_high_alarm", "module_temp_high_alarm"}
+)
+PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this far from their root
+
+
+@dataclass
+class Diagnosis:
+    """A root cause at a location, the findings that show it (``roots``) and those it explains."""
+
+    cause: str
+    entity: str
+    id: str
+    anchor: str  # the incident key hangs on this: a link for every link/port cause, else the location
+    roots: list[Finding]
+    symptoms: list[Finding] = field(default_factory=list)
+    covers: set[str] = field(default_factory=set)  # anchors of other problems this one explains
+
+    @property
+    def type(self) -> str:
+        return CAUSES[self.cause].incident_type
+
+    @property
+    def runbook(self) -> str:
+        """The cause's repair runbook, unless a finding asks for mitigation first: a link losing ≥ 1 %
+        of its frames is rerouted now (the seeds' rule), and repaired after."""
+        urgent = sorted({f.attrs["runbook"] for f in self.findings if f.attrs.get("runbook") == "reroute"})
+        return urgent[0] if urgent else CAUSES[self.cause].runbook
+
+    @property
+    def key(self) -> str:
+        return f"{self.type}|{self.anchor}"
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.roots + self.symptoms
+
+    @property
+    def severity(self) -> str:
+        worst = min(RANK.get(f.severity, len(RANK)) for f in self.findings)
+        if self.cause == "link_down":
+            worst = 0
+        return SEVERITIES[min(worst, len(SEVERITIES) - 1)]
+
+    @property
+    def first_seen(self) -> float:
+        return min(f.first_seen for f in self.findings)
+
+    def evidence(self, limit: int) -> list[dict[str, Any]]:
+        """Root evidence first, then symptoms', most severe first; deterministic and de-duplicated."""
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for group in (self.roots, self.symptoms):
+            for f in sorted(group, key=lambda f: (RANK.get(f.severity, 9), f.symptom, f.id)):
+                for e in f.evidence:
+                    text = repr(sorted(e.items()))
+                    if text not in seen:
+                        seen.add(text)
+                        out.append(dict(e))
+        return out[:limit]
+
+
+def finding_order(f: Finding) -> tuple:
+    return (f.entity, f.id, f.symptom, f.detector)
+
+
+class Correlator:
+    def __init__(self, topology: Topology, config: EngineConfig | None = None) -> None:
+        self.topology = topology
+        self.config = config if config is not None else EngineConfig()
+        t = topology
+        self.device_ports: dict[str, list[str]] = {}
+        for port in t.ports:
+            self.device_ports.setdefault(t.port_device[port], []).append(port)
+        self.loop_gpus: dict[str, list[str]] = {}
+        for gpu in t.gpus:
+            self.loop_gpus.setdefault(t.cooling_loop_of(gpu), []).append(gpu)
+        self.switch_links = {s: len(self.device_ports.get(s, [])) for s in t.switch_by_name}
+        self.neighbours: dict[str, set[str]] = {}
+        for link in t.links:
+            da, db = t.port_device[link.a], t.port_device[link.b]
+            self.neighbours.setdefault(da, set()).add(db)
+            self.neighbours.setdefault(db, set()).add(da)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def link_anchor(self, port: str) -> str:
+        link = self.topology.port_link.get(port)
+        return f"link:{link.id}" if link else f"port:{port}"
+
+    def link_ends(self, port: str) -> list[str]:
+        link = self.topology.port_link.get(port)
+        return [link.a, link.b] if link else [port]
+
+    def gpu_of_loop(self, gpu: str) -> str | None:
+        return self.topology.cooling_loop_of(gpu) if gpu in self.topology.gpu_node else None
+
+    # --- the rules -------------------------------------------------------------------------------
+
+    def correlate(self, findings: list[Finding]) -> list[Diagnosis]:
+        pool = _Pool(sorted(findings, key=finding_order))
+        out: list[Diagnosis] = []
+        out += self._cooling(pool)
+        out += self._xid(pool)
+        out += self._gpu_heat(pool)
+        out += self._link_state(pool)
+        out += self._switch(pool)
+        out += self._links(pool)
+        out += self._traffic(pool)
+        return sorted(out, key=lambda d: d.key)
+
+    def _cooling(self, pool: _Pool) -> list[Diagnosis]:
+        cfg = self.config
+        warm = {f.id: f for f in pool.free(entity="cooling_loop", symptoms={"cooling_loop_warm"})}
+        hot: dict[str, set[str]] = {}
+        for f in pool.free(entity="gpu", symptoms={"gpu_hot"}):
+            loop = self.gpu_of_loop(f.id)
+            if loop:
+                hot.setdefault(loop, set()).add(f.id)
+        out = []
+        for loop in sorted(set(warm) | set(hot)):
+            size = len(self.loop_gpus.get(loop, ())) or 1
+            n_hot = len(hot.get(loop, ()))
+            if loop not in warm and not (n_hot >= cfg.loop_hot_min_gpus and n_hot >= cfg.loop_hot_min_fraction * size):
+                continue
+            roots = pool.take([warm[loop]]) if loop in warm else []
+            gpus = set(self.loop_gpus.get(loop, ()))
+            gpu_findings = pool.take(pool.free(entity="gpu", symptoms=GPU_HEAT, ids=gpus))
+            if not roots:
+                roots, gpu_findings = gpu_findings, []
+            covers = {f"gpu:{g}" for g in sorted({f.id for f in roots + gpu_findings if f.entity == "gpu"})}
+            ports = [p for g in sorted(gpus) for p in self.device_ports.get(g, [])]
+            port_findings = pool.take(pool.free(entity="port", symptoms=PORT_HEAT, ids=set(ports)))
+            covers |= {self.link_anchor(f.id) for f in port_findings}
+            out.append(
+                Diagnosis("cooling_failure", "cooling_loop", loop, f"cooling_loop:{loop}", roots,
+                          gpu_findings + port_findings, covers)
+            )  # fmt: skip
+        return out
+
+    def _xid(self, pool: _Pool) -> list[Diagnosis]:
+        out = []
+        for f in pool.free(entity="gpu", symptoms={"gpu_xid"}):
+            out.append(Diagnosis("gpu_xid", "gpu", f.id, f"gpu:{f.id}", pool.take([f])))
+        return out
+
+    def _gpu_heat(self, pool: _Pool) -> list[Diagnosis]:
+        by_gpu: dict[str, list[Finding]] = {}
+        for f in pool.free(entity="gpu", symptoms=GPU_HEAT):
+            by_gpu.setdefault(f.id, []).append(f)
+        out = []
+        for gpu in sorted(by_gpu):
+            roots = pool.take(by_gpu[gpu])
+            ports = self.device_ports.get(gpu, [f"{gpu}:p0"])
+            heated = pool.free(entity="port", symptoms=PORT_HEAT, ids=set(ports))
+            if not heated:
+                out.append(Diagnosis("gpu_thermal", "gpu", gpu, f"gpu:{gpu}", roots))
+                continue
+            link_ports = {e for p in sorted({f.id for f in heated}) for e in self.link_ends(p)}
+            symptoms = pool.take(pool.free(entity="port", ids=link_ports, exclude=TRAFFIC))
+            covers = {self.link_anchor(p) for p in link_ports}
+            out.append(Diagnosis("npo_thermal_coupling", "gpu", gpu, f"gpu:{gpu}", roots, symptoms, covers))
+        return out
+
+    def _link_state(self, pool: _Pool) -> list[Diagnosis]:
+        links: dict[str, list[str]] = {}
+        for f in pool.free(entity="port", symptoms=STATE | {"loss_of_light"}):
+            links.setdefault(self.link_anchor(f.id), self.link_ends(f.id))
+        out = []
+        for anchor in sorted(links):
+            ends = links[anchor]
+            here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
+            symptoms = {f.symptom for f in here}
+            dark_ends = {f.id for f in here if f.symptom == "loss_of_light" and _all_lanes(f)}
+            # a 400G-DR4 link needs all four lanes: one dead lane takes it down, and that is the
+            # module's fault (rule 6), not a pulled cable or a cut fibre, which darken every lane
+            one_lane_dead = "tx_dark" in symptoms or any(
+                f.symptom == "loss_of_light" and not _all_lanes(f) for f in here
+            )
+            if "link_flap" in symptoms:
+                cause = "link_flap"
+            elif one_lane_dead:
+                continue
+            elif "link_down" in symptoms or (len(ends) == 2 and dark_ends == set(ends)):
+                cause = "link_down"
+            else:
+                continue  # a dark lane or direction with the link up: an optical problem (rule 6)
+            state = [f for f in here if f.symptom in STATE]
+            roots = pool.take(state or [f for f in here if f.symptom == "loss_of_light"])
+            rest = pool.take(_without(here, roots))
+            out.append(Diagnosis(cause, *_link_location(anchor), anchor, roots, rest))
+        return out
+
+    def _switch(self, pool: _Pool) -> list[Diagnosis]:
+        cfg = self.config
+        per_switch: dict[str, set[str]] = {}
+        for f in pool.free(entity="port", symptoms=ERRORS):
+            for end in self.link_ends(f.id):
+                device = self.topology.port_device.get(end)
+                if device in self.switch_links:
+                    per_switch.setdefault(device, set()).add(self.link_anchor(f.id))
+        out = []
+        for switch in sorted(per_switch, key=lambda s: (-len(per_switch[s]), s)):
+            links = {a for a in per_switch[switch] if a not in pool.claimed_anchors}
+            total = self.switch_links[switch] or 1
+            if len(links) < cfg.switch_fault_min_links or len(links) < cfg.switch_fault_min_fraction * total:
+                continue
+            ports = {e for a in links for e in self._anchor_ends(a)}
+            roots = pool.take(pool.free(entity="port", symptoms=ERRORS | {"ber_high", "ber_rise"}, ids=ports))
+            pool.claimed_anchors |= links
+            out.append(Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, [], set(links)))
+        return out
+
+    def _anchor_ends(self, anchor: str) -> list[str]:
+        kind, _, ident = anchor.partition(":")
+        if kind == "link":
+            link = self.topology.link_by_id[ident]
+            return [link.a, link.b]
+        return [ident]
+
+    def _links(self, pool: _Pool) -> list[Diagnosis]:
+        anchors: dict[str, list[str]] = {}
+        for f in pool.free(entity="port", exclude=TRAFFIC):
+            anchors.setdefault(self.link_anchor(f.id), self.link_ends(f.id))
+        out = []
+        for anchor in sorted(anchors):
+            ends = anchors[anchor]
+            here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
+            if not any(f.symptom in ACTIONABLE for f in here):
+                continue
+            cause, entity, ident, roots = self._link_cause(anchor, ends, here)
+            roots = pool.take(roots)
+            symptoms = pool.take(_without(here, roots))
+            out.append(Diagnosis(cause, entity, ident, anchor, roots, symptoms))
+        return out
+
+    def _link_cause(self, anchor: str, ends: list[str], here: list[Finding]) -> tuple[str, str, str, list[Finding]]:
+        on = {end: {f.symptom: f for f in here if f.id == end} for end in ends}
+        directions = [(ends[0], ends[1]), (ends[1], ends[0])] if len(ends) == 2 else [(ends[0], ends[0])]
+        link_entity, link_id = _link_location(anchor)
+        # a. a dark transmitter lane, or a dark receiver lane among lit ones: the module, not the path
+        for tx, rx in directions:
+            if "tx_dark" in on[tx]:
+                return "transceiver_fault", "port", tx, [on[tx]["tx_dark"]]
+            lol = on[rx].get("loss_of_light")
+            if lol is not None and not _all_lanes(lol):
+                return "transceiver_fault", "port", rx, [lol]
+        # b. the transmitter fades: tx down, or bias up while the far end receives less
+        lasers = []
+        for tx, rx in directions:
+            tx_low = [on[tx][s] for s in sorted(TX_LOW) if s in on[tx]]
+            bias = [on[tx][s] for s in sorted(BIAS_UP) if s in on[tx]]
+            rx_low = any(s in on[rx] for s in RX_LOW | {"loss_of_light"})
+            if tx_low or (bias and rx_low):
+                lasers.append((-max(f.score for f in tx_low + bias), tx, tx_low + bias))
+        if lasers:
+            _, port, roots = min(lasers)
+            return "laser_degradation", "port", port, roots
+        # c/d. light lost on the way: both directions → fibre, one → connector
+        low = [
+            (rx, [on[rx][s] for s in sorted(RX_LOW | {"loss_of_light"}) if s in on[rx]])
+            for _, rx in directions
+            if len(ends) == 2
+        ]
+        low = [(rx, fs) for rx, fs in low if fs]
+        if len(low) == 2:
+            return "fiber_damage", link_entity, link_id, low[0][1] + low[1][1]
+        if len(low) == 1:
+            rx, fs = low[0]
+            lol = on[rx].get("loss_of_light")
+            cause = "fiber_damage" if lol is not None and _all_lanes(lol) else "connector_contamination"
+            return cause, link_entity, link_id, fs
+        # e. errors with normal light: the transceiver counting the worst errors
+        errors = [f for f in here if f.symptom in ERRORS]
+        if errors:
+            worst = min(errors, key=lambda f: (RANK.get(f.severity, 9), -f.score, f.id))
+            return "transceiver_fault", "port", worst.id, [f for f in errors if f.id == worst.id]
+        alarms = sorted((f for f in here if f.symptom in ACTIONABLE), key=finding_order)
+        first = alarms[0]
+        cause = "laser_degradation" if first.symptom == "bias_high_alarm" else "transceiver_fault"
+        return cause, "port", first.id, [first]
+
+    def _traffic(self, pool: _Pool) -> list[Diagnosis]:
+        roots = [
+            Diagnosis(f.cause or "pfc_storm", "port", f.id, f"port:{f.id}", pool.take([f]))
+            for f in pool.free(entity="port", symptoms={"pfc_storm_source", "congestion"})
+        ]
+        if not roots:
+            return []
+        distance = {d.key: self._hops(self.topology.port_device.get(d.id, d.id)) for d in roots}
+        by_key = {d.key: d for d in roots}
+        for f in pool.free(entity="port", symptoms={"pause_upstream"}):
+            device = self.topology.port_device.get(f.id, f.id)
+            near = [(distance[k][device], k) for k in sorted(by_key) if device in distance[k]]
+            if near:
+                root = by_key[min(near)[1]]
+                root.symptoms += pool.take([f])
+                root.covers.add(f"port:{f.id}")
+        return roots
+
+    def _hops(self, start: str) -> dict[str, int]:
+        seen = {start: 0}
+        queue = deque([start])
+        while queue:
+            device = queue.popleft()
+            if seen[device] >= PAUSE_HOPS:
+                continue
+            for nxt in sorted(self.neighbours.get(device, ())):
+                if nxt not in seen:
+                    seen[nxt] = seen[device] + 1
+                    queue.append(nxt)
+        return seen
+
+
+def _without(findings: list[Finding], drop: list[Finding]) -> list[Finding]:
+    gone = {id(f) for f in drop}
+    return [f for f in findings if id(f) not in gone]
+
+
+def _all_lanes(f: Finding) -> bool:
+    return len(f.attrs.get("lanes", ())) >= f.attrs.get("lanes_total", 1)
+
+
+def _link_location(anchor: str) -> tuple[str, str]:
+    kind, _, ident = anchor.partition(":")
+    return ("link", ident) if kind == "link" else ("port", ident)
+
+
+class _Pool:
+    """The tick's findings, each claimed by at most one diagnosis; indexed by entity for speed."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        self._claimed: set[int] = set()
+        self._by_id: dict[tuple[str, str], list[int]] = {}
+        for i, f in enumerate(findings):
+            self._by_id.setdefault((f.entity, f.id), []).append(i)
+        self.claimed_anchors: set[str] = set()
+
+    def free(
+        self,
+        entity: str,
+        symptoms: set[str] | None = None,
+        ids: set[str] | None = None,
+        exclude: set[str] | None = None,
+    ) -> list[Finding]:
+        """Unclaimed findings about ``entity`` (of those ``ids``), with (or without) those symptoms."""
+        if ids is None:
+            rows: list[int] = [i for i, f in enumerate(self.findings) if f.entity == entity]
+        else:
+            rows = sorted(i for ident in ids for i in self._by_id.get((entity, ident), ()))
+        return [
+            self.findings[i]
+            for i in rows
+            if i not in self._claimed
+            and (symptoms is None or self.findings[i].symptom in symptoms)
+            and (exclude is None or self.findings[i].symptom not in exclude)
+        ]
+
+    def take(self, findings: list[Finding]) -> list[Finding]:
+        """Claim these findings (those still free); returns them in pool order."""
+        taken = []
+        for f in findings:
+            for i in self._by_id.get((f.entity, f.id), ()):
+                if self.findings[i] is f and i not in self._claimed:
+                    self._claimed.add(i)
+                    taken.append((i, f))
+        return [f for _, f in sorted(taken, key=lambda t: t[0])]

@@ -1,0 +1,53 @@
+"""Uncorrectable FEC codewords: frames the FEC could not save (every one is a lost frame).
+
+A healthy link's post-FEC error floor is ~1e-15, so any uncorrectable codeword within ``recent_s``
+counts (``fec_uncorrectable_min``); the tracker's debounce keeps a single stray one from paging.
+Counter resets (module reset, link down) are handled: a lower value means a restart from 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Detector, Finding, Window
+from detectors.frames import recent, sig, ts_or
+
+
+class FecUncorrectable(Detector):
+    name = "fec_uncorrectable"
+
+    def detect(self, window: Window) -> list[Finding]:
+        cfg = self.config
+        now = recent(window, "port", cfg)
+        if not now.n:
+            return []
+        inc = now.increase("fec_uncorrectable_total")
+        flagged = np.flatnonzero(np.nan_to_num(inc.total) >= cfg.fec_uncorrectable_min)
+        rate = inc.rate()
+        last_ts = now.last_ts()
+        out = []
+        for i in flagged:
+            port = str(now.index[i])
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom="fec_uncorrectable",
+                    entity="port",
+                    id=port,
+                    first_seen=ts_or(inc.first_up[i], last_ts[i]),
+                    last_seen=float(last_ts[i]),
+                    severity="major",
+                    evidence=(
+                        {
+                            "metric": "fec_uncorrectable_total",
+                            "port": port,
+                            "value": sig(inc.total[i]),
+                            "per_s": sig(rate[i], 3),
+                            "over_s": sig(inc.span[i], 3),
+                        },
+                    ),
+                    score=float(inc.total[i]),
+                    attrs={"increase": sig(inc.total[i]), "resets": int(inc.resets[i])},
+                )
+            )
+        return out

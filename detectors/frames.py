@@ -1,0 +1,453 @@
+"""Vectorised per-entity aggregates over a window, computed once per tick and shared by detectors.
+
+A window of a 1024-GPU supernode holds ~300k rows; grouping string keys once per kind and reusing
+the integer codes keeps a whole tick of detectors to a few passes over numpy arrays. Everything here
+is pure and deterministic: entities come out sorted by key, nulls and missing columns are NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from detectors.base import Finding, Window
+from detectors.config import EngineConfig
+
+KEYS: dict[str, tuple[str, ...]] = {
+    "gpu": ("device",),
+    "optical": ("port", "lane"),
+    "port": ("port",),
+    "switch": ("device",),
+    "module": ("port",),
+}
+_LANE_SPAN = 64  # lanes are 0..63 (schema), so port code * 64 + lane is unique
+
+
+class Keyed:
+    """The rows of one kind grouped by entity key (``index``, sorted), rows in time order within each.
+
+    Built once per window on the whole window; :meth:`since` gives the recent rows as a view that
+    shares the same entity index (an entity without recent rows aggregates to NaN), so detectors can
+    compare "now" with the whole window position by position, without joins.
+    """
+
+    def __init__(self, frame: pd.DataFrame, keys: tuple[str, ...]) -> None:
+        self.frame = frame
+        self._values: dict[str, np.ndarray] = {}
+        self._aggs: dict[tuple[str, str], np.ndarray] = {}
+        self._steps: dict[str, Steps] = {}
+        self._parent: Keyed | None = None  # set on a view made by since()
+        self._keep: np.ndarray | None = None  # the parent's rows this view keeps
+        if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
+            self.rows = np.zeros(0, dtype=np.int64)
+            self.codes = np.zeros(0, dtype=np.int64)
+            self.ts = np.zeros(0)
+            self.index: pd.Index = (
+                pd.MultiIndex.from_arrays([[], []], names=list(keys)) if len(keys) > 1 else pd.Index([], name=keys[0])
+            )
+            self.n = 0
+            self._bounds()
+            return
+        first, uniques = pd.factorize(frame[keys[0]].astype(str), sort=True)
+        if len(keys) == 1:
+            codes = first.astype(np.int64)
+            self.index = pd.Index(np.asarray(uniques, dtype=object), name=keys[0])
+        else:
+            lane = pd.to_numeric(frame[keys[1]], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+            combined = first.astype(np.int64) * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
+            # dense re-coding (combined < ports x 64): sorted, and cheaper than hashing again
+            present = np.zeros(len(uniques) * _LANE_SPAN, dtype=bool)
+            present[combined] = True
+            uniq = np.flatnonzero(present)
+            codes = (np.cumsum(present) - 1)[combined]
+            lanes = np.unique(uniq % _LANE_SPAN)
+            self.index = pd.MultiIndex(
+                levels=[pd.Index(np.asarray(uniques, dtype=object)), pd.Index(lanes)],
+                codes=[uniq // _LANE_SPAN, np.searchsorted(lanes, uniq % _LANE_SPAN)],
+                names=list(keys),
+                verify_integrity=False,
+            )
+        ts = epoch_seconds(frame["ts"])
+        if len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])):  # frames come sorted by ts: a stable sort keeps it
+            self.rows = np.argsort(codes, kind="stable")
+        else:
+            self.rows = np.lexsort((ts, codes))
+        self.codes = codes[self.rows]
+        self.ts = ts[self.rows]
+        self.n = len(self.index)
+        self._bounds()
+
+    def _bounds(self) -> None:
+        self._starts = np.searchsorted(self.codes, np.arange(self.n), side="left")
+        self._ends = np.searchsorted(self.codes, np.arange(self.n), side="right")
+
+    def since(self, t: float) -> Keyed:
+        """The rows with ts ≥ ``t``, over the same entities."""
+        view = object.__new__(Keyed)
+        keep = self.ts >= t
+        view.frame, view.index, view.n = self.frame, self.index, self.n
+        view._parent, view._keep = self, keep
+        view._values, view._aggs, view._steps = {}, {}, {}
+        view.rows, view.codes, view.ts = self.rows[keep], self.codes[keep], self.ts[keep]
+        view._bounds()
+        return view
+
+    def __len__(self) -> int:
+        return self.n
+
+    def values(self, column: str) -> np.ndarray:
+        """The column in grouped order as float64; null and a missing column are NaN."""
+        v = self._values.get(column)
+        if v is None:
+            if self._parent is not None:
+                v = self._parent.values(column)[self._keep]
+            elif column in self.frame.columns and self.n:
+                raw = self.frame[column]
+                if not pd.api.types.is_numeric_dtype(raw.dtype):
+                    raw = pd.to_numeric(raw, errors="coerce")  # e.g. object columns holding None
+                v = raw.to_numpy(dtype=np.float64, na_value=np.nan)[self.rows]
+            else:
+                v = np.full(len(self.codes), np.nan)
+            self._values[column] = v
+        return v
+
+    def has(self, column: str) -> bool:
+        return bool(self.n) and not np.isnan(self.values(column)).all()
+
+    def _grouped_median(self, v: np.ndarray) -> np.ndarray | None:
+        """Medians through an (entities x samples) matrix padded with NaN: rows sorted, middle picked.
+        Several times faster than a groupby; None when one entity has far more rows than the rest."""
+        counts = self._ends - self._starts
+        if not self.n or not len(v):
+            return np.full(self.n, np.nan)
+        width = int(counts.max())
+        if width > 4 * max(1, int(np.median(counts))) or width * self.n > 8 * len(v) + 1024:
+            return None
+        grid = np.full((self.n, width), np.nan)
+        grid[self.codes, np.arange(len(v)) - self._starts[self.codes]] = v
+        grid.sort(axis=1)  # NaN last
+        k = width - np.isnan(grid).sum(axis=1)
+        rows = np.arange(self.n)
+        lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
+        return np.where(k > 0, (grid[rows, lo] + grid[rows, hi]) / 2, np.nan)
+
+    def _agg(self, column: str, how: str) -> np.ndarray:
+        key = (column, how)
+        out = self._aggs.get(key)
+        if out is None:
+            v = self.values(column)
+            out = self._grouped_median(v) if how == "median" else None
+            if out is None and len(v):
+                agg = pd.Series(v).groupby(self.codes).agg(how)
+                out = agg.reindex(range(self.n)).to_numpy(dtype=np.float64, na_value=np.nan)
+            elif out is None:
+                out = np.full(self.n, np.nan)
+            self._aggs[key] = out
+        return out
+
+    def median(self, column: str) -> np.ndarray:
+        return self._agg(column, "median")
+
+    def max(self, column: str) -> np.ndarray:
+        return self._agg(column, "max")
+
+    def min(self, column: str) -> np.ndarray:
+        return self._agg(column, "min")
+
+    def last(self, column: str) -> np.ndarray:
+        """The latest non-null value of each entity."""
+        return self._agg(column, "last")
+
+    def first_ts(self) -> np.ndarray:
+        """The ts of each entity's earliest row (NaN for an entity without rows here)."""
+        has = self._ends > self._starts
+        out = np.full(self.n, np.nan)
+        out[has] = self.ts[self._starts[has]]
+        return out
+
+    def last_ts(self) -> np.ndarray:
+        """The ts of each entity's latest row (NaN for an entity without rows here)."""
+        has = self._ends > self._starts
+        out = np.full(self.n, np.nan)
+        out[has] = self.ts[self._ends[has] - 1]
+        return out
+
+    def per_row(self, per_entity: np.ndarray) -> np.ndarray:
+        """An entity-level array spread over the rows (grouped order)."""
+        return np.asarray(per_entity)[self.codes]
+
+    def first_ts_where(self, mask: np.ndarray) -> np.ndarray:
+        """Per entity, the earliest ts of a row where ``mask`` (in grouped order) holds; NaN if none."""
+        return _first_per_code(self.codes[mask], self.ts[mask], self.n)
+
+    def last_ts_where(self, mask: np.ndarray) -> np.ndarray:
+        """Per entity, the latest ts of a row where ``mask`` holds; NaN if none."""
+        codes, ts = self.codes[mask][::-1], self.ts[mask][::-1]
+        return _first_per_code(codes, ts, self.n)
+
+    def peer_positions(self, peer_of: dict[str, str]) -> np.ndarray:
+        """For each entity, the position of the entity at the other end of its link (the same lane
+        for lanes); -1 where the port has no link or the other end did not report."""
+        if not self.n:
+            return np.zeros(0, dtype=np.int64)
+        if not isinstance(self.index, pd.MultiIndex):
+            peers = [peer_of.get(p, "") for p in self.index]
+            return self.index.get_indexer(pd.Index(peers, dtype=object))
+        ports = pd.Index(self.index.levels[0], dtype=object)
+        port_code = np.asarray(self.index.codes[0], dtype=np.int64)
+        lane = np.asarray(self.index.levels[1], dtype=np.int64)[np.asarray(self.index.codes[1])]
+        peer_code = ports.get_indexer(pd.Index([peer_of.get(p, "") for p in ports], dtype=object))[port_code]
+        key = port_code * _LANE_SPAN + lane  # ascending: the index is sorted by (port, lane)
+        want = peer_code * _LANE_SPAN + lane
+        pos = np.minimum(np.searchsorted(key, want), self.n - 1)
+        return np.where((peer_code >= 0) & (key[pos] == want), pos, -1)
+
+    def steps(self, column: str) -> Steps:
+        """Reset-aware steps of a ``_total`` counter between consecutive non-null samples of each
+        entity. A value lower than the one before means the counter restarted from 0 (module reset,
+        link down), so that step is the new value, not a negative one. Null samples are skipped."""
+        hit = self._steps.get(column)
+        if hit is None:
+            v = self.values(column)
+            valid = ~np.isnan(v)
+            c, t, x = (self.codes, self.ts, v) if valid.all() else (self.codes[valid], self.ts[valid], v[valid])
+            if len(x) < 2:
+                empty = np.zeros(0)
+                hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, np.zeros(0, dtype=bool), c)
+            else:
+                same = c[1:] == c[:-1]
+                d = np.diff(x)
+                reset = (d < 0)[same]
+                hit = Steps(c[1:][same], t[1:][same], np.where(d < 0, x[1:], d)[same], np.diff(t)[same], reset, c)
+            self._steps[column] = hit
+        return hit
+
+    def first_rate_at_least(self, column: str, per_s: float) -> np.ndarray:
+        """Per entity, the ts of the first sample at which counter ``column`` had risen at
+        ≥ ``per_s`` a second since the sample before; NaN if it never did."""
+        st = self.steps(column)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fast = (st.dt > 0) & (st.step / st.dt >= per_s)
+        return _first_per_code(st.codes[fast], st.ts[fast], self.n)
+
+    def increase(self, column: str) -> Increase:
+        """Reset-aware increase of a ``_total`` counter per entity over these rows (Prometheus
+        ``increase`` semantics); NaN for an entity with fewer than two samples."""
+        st = self.steps(column)
+        samples = np.bincount(st.sampled, minlength=self.n)
+        span = np.bincount(st.codes, weights=st.dt, minlength=self.n).astype(np.float64)
+        inc = np.bincount(st.codes, weights=st.step, minlength=self.n).astype(np.float64)
+        resets = np.bincount(st.codes[st.reset], minlength=self.n)
+        up = st.step > 0
+        first_up = _first_per_code(st.codes[up], st.ts[up], self.n)
+        return Increase(np.where(samples >= 2, inc, np.nan), span, resets, first_up)
+
+
+class Steps:
+    """Consecutive sample pairs of a counter, per entity in time order: ``codes`` (entity), ``ts`` (of
+    the later sample), ``step`` (reset-aware), ``dt`` seconds between them, ``reset`` (the counter
+    restarted); ``sampled`` holds the entity code of every non-null sample."""
+
+    __slots__ = ("codes", "dt", "reset", "sampled", "step", "ts")
+
+    def __init__(self, codes: np.ndarray, ts: np.ndarray, step: np.ndarray, dt: np.ndarray, reset: np.ndarray,
+                 sampled: np.ndarray) -> None:  # fmt: skip
+        self.codes, self.ts, self.step, self.dt, self.reset, self.sampled = codes, ts, step, dt, reset, sampled
+
+
+def _first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """The first value of each code in the given order (NaN for a code that does not occur)."""
+    out = np.full(n, np.nan)
+    if len(codes):
+        uniq, first = np.unique(codes, return_index=True)
+        out[uniq] = values[first]
+    return out
+
+
+class Increase:
+    """Per entity: ``total`` increase (NaN with fewer than two samples), ``span`` seconds covered,
+    ``resets`` seen, and ``first_up`` (ts of the first sample that rose; NaN if none)."""
+
+    __slots__ = ("first_up", "resets", "span", "total")
+
+    def __init__(self, total: np.ndarray, span: np.ndarray, resets: np.ndarray, first_up: np.ndarray) -> None:
+        self.total, self.span, self.resets, self.first_up = total, span, resets, first_up
+
+    def rate(self) -> np.ndarray:
+        """Increase per second over the span (NaN where the span is 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.span > 0, self.total / self.span, np.nan)
+
+
+def frame_of(window: Window, kind: str) -> pd.DataFrame:
+    frame = window.frames.get(kind)
+    return frame if frame is not None else pd.DataFrame(columns=["ts", "source", *KEYS[kind]])
+
+
+def keyed(window: Window, kind: str, since: float | None = None) -> Keyed:
+    """The window's rows of ``kind`` grouped by entity (only ts ≥ ``since`` when given); cached."""
+    key = ("keyed", kind, since)
+    hit = window.cache.get(key)
+    if hit is None:
+        hit = Keyed(frame_of(window, kind), KEYS[kind]) if since is None else keyed(window, kind).since(since)
+        window.cache[key] = hit
+    return hit
+
+
+def scrape_interval(window: Window, kind: str) -> float:
+    """The data's own scrape interval for ``kind``: the median gap between an entity's samples."""
+    key = ("interval", kind)
+    if key not in window.cache:
+        full = keyed(window, kind)
+        gaps = np.diff(full.ts)[full.codes[1:] == full.codes[:-1]] if full.n else np.zeros(0)
+        gaps = gaps[gaps > 0]
+        window.cache[key] = float(np.median(gaps)) if len(gaps) else float("nan")
+    return window.cache[key]
+
+
+def recent(window: Window, kind: str, config: EngineConfig) -> Keyed:
+    """Rows of the last ``recent_s`` of the window (at least 2.5 scrape intervals, so that a counter
+    has two samples even when scraped slowly): what "now" means for gauges and counters."""
+    span = config.recent_s
+    interval = scrape_interval(window, kind)
+    if np.isfinite(interval):
+        span = min(max(span, 2.5 * interval), window.end - window.start)
+    return keyed(window, kind, window.end - span)
+
+
+def epoch_seconds(ts: pd.Series) -> np.ndarray:
+    """A ts column as float seconds since the epoch (float seconds per the Window contract; a
+    datetime column, as DuckDB hands back TIMESTAMPs, is converted rather than misread)."""
+    if pd.api.types.is_datetime64_any_dtype(ts.dtype):
+        if getattr(ts.dt, "tz", None) is not None:
+            ts = ts.dt.tz_convert("UTC").dt.tz_localize(None)
+        return ((ts - pd.Timestamp(0)) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(ts, errors="coerce").to_numpy(dtype=np.float64)
+
+
+THRESHOLD_COLUMNS = {
+    "rx_power_low_alarm_dbm": "dr4_rx_low_alarm_dbm",
+    "rx_power_low_warn_dbm": "dr4_rx_low_warn_dbm",
+    "tx_power_low_alarm_dbm": "dr4_tx_low_alarm_dbm",
+    "tx_power_low_warn_dbm": "dr4_tx_low_warn_dbm",
+    "temp_high_alarm_c": "dr4_temp_high_alarm_c",
+    "temp_high_warn_c": "dr4_temp_high_warn_c",
+    "bias_high_alarm_ma": None,  # bias depends on the laser type: no default, no check without the module's own
+    "bias_high_warn_ma": None,
+}
+
+
+def module_thresholds(window: Window, index: pd.Index, config: EngineConfig) -> dict[str, np.ndarray]:
+    """The module thresholds of each entity of ``index`` (ports, or (port, lane)): the latest the
+    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null)."""
+    if isinstance(index, pd.MultiIndex):
+        ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
+    else:
+        ports, spread = pd.Index(index, dtype=object), np.arange(len(index))
+    mods = window.modules if window.modules is not None else pd.DataFrame()
+    if len(mods) and "port" in mods.columns:
+        if "ts" in mods.columns:
+            mods = mods.sort_values("ts", kind="stable")
+        latest = mods.drop_duplicates("port", keep="last")
+        pos = pd.Index(latest["port"].astype(str), dtype=object).get_indexer(ports)
+    else:
+        latest, pos = pd.DataFrame(), np.full(len(ports), -1)
+    out = {}
+    for column, default_name in THRESHOLD_COLUMNS.items():
+        default = getattr(config, default_name) if default_name else np.nan
+        per_port = np.full(len(ports), np.nan)
+        if column in latest.columns:
+            values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            per_port[pos >= 0] = values[pos[pos >= 0]]
+        per_port = np.where(np.isnan(per_port), default, per_port)
+        out[column] = per_port[spread]
+    return out
+
+
+def sig(x: Any, digits: int = 4) -> Any:
+    """A number rounded to ``digits`` significant digits for evidence (stable JSON); NaN → None."""
+    if x is None:
+        return None
+    if isinstance(x, int | np.integer) and not isinstance(x, bool):
+        return int(x)
+    x = float(x)
+    if not math.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def ts_or(x: float, default: float) -> float:
+    return float(x) if x is not None and math.isfinite(x) else float(default)
+
+
+def first_crossing(full: Keyed, column: str, level: np.ndarray, below: bool) -> np.ndarray:
+    """Per entity: the earliest ts in ``full`` where ``column`` was below (or at/above) the entity's
+    ``level``; NaN when it never was. Gives findings their first_seen."""
+    if not full.n:
+        return np.full(len(level), np.nan)
+    v = full.values(column)
+    row_level = full.per_row(level)
+    with np.errstate(invalid="ignore"):
+        hit = (v < row_level) if below else (v >= row_level)
+    return full.first_ts_where(hit)
+
+
+def lane_findings(
+    detector: str,
+    symptom: str,
+    severity: str,
+    at: Keyed,
+    mask: np.ndarray,
+    metric: str,
+    value: np.ndarray,
+    first_seen: np.ndarray,
+    worst: str = "min",
+    reference: tuple[str, np.ndarray] | None = None,
+    cause: str | None = None,
+) -> list[Finding]:
+    """One finding per port from flagged lanes: the worst lane is the evidence, all lanes are listed.
+
+    ``reference`` is (name, per-lane values) shown beside the value, e.g. ("threshold", ...) or
+    ("baseline", ...). ``attrs`` carries ``lanes`` (flagged) and ``lanes_total`` (lanes reported).
+    """
+    flagged = np.flatnonzero(mask)
+    if not len(flagged):
+        return []
+    ports = np.asarray(at.index.get_level_values(0), dtype=object)
+    lanes = np.asarray(at.index.get_level_values(1))
+    totals = pd.Series(ports).value_counts()
+    last_ts = at.last_ts()
+    out: list[Finding] = []
+    by_port: dict[str, list[int]] = {}
+    for i in flagged:
+        by_port.setdefault(str(ports[i]), []).append(int(i))
+    for port in sorted(by_port):
+        rows = by_port[port]
+        pick = min(rows, key=lambda i: value[i]) if worst == "min" else max(rows, key=lambda i: value[i])
+        entry: dict[str, Any] = {"metric": metric, "port": port, "lane": int(lanes[pick]), "value": sig(value[pick])}
+        if reference is not None:
+            entry[reference[0]] = sig(reference[1][pick])
+        firsts = [first_seen[i] for i in rows if np.isfinite(first_seen[i])]
+        out.append(
+            Finding(
+                detector=detector,
+                symptom=symptom,
+                entity="port",
+                id=port,
+                first_seen=float(min(firsts)) if firsts else float(max(last_ts[i] for i in rows)),
+                last_seen=float(max(last_ts[i] for i in rows)),
+                severity=severity,
+                evidence=(entry,),
+                cause=cause,
+                score=float(abs(value[pick] - reference[1][pick])) if reference is not None else 1.0,
+                attrs={
+                    "lanes": sorted(int(lanes[i]) for i in rows),
+                    "lanes_total": int(totals.get(port, len(rows))),
+                    metric: sig(value[pick]),
+                },
+            )
+        )
+    return out

@@ -1,0 +1,107 @@
+"""A GPU hotter than its peers at the same load (DESIGN §4 gpu_thermal), before any absolute limit.
+
+Peers are the other GPUs of its cooling loop (same coolant, so the same inlet temperature) whose
+utilisation is within ``gpu_peer_load_margin_pct`` of its own: a busier GPU is rightly hotter. A GPU
+stands out when it is ``gpu_peer_excess_c`` above the peers' median AND ``gpu_peer_mad_k`` robust
+standard deviations above it, so a fleet with a wide natural spread does not page on its hottest
+healthy member. A whole loop running hot moves the median with it: that is cooling_loop's job.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Detector, Finding, Window
+from detectors.frames import first_crossing, keyed, recent, sig, ts_or
+
+MIN_SPREAD_C = 1.0  # floor of the robust standard deviation: sensors read in whole or half degrees
+
+
+def nanmedian_rows(x: np.ndarray) -> np.ndarray:
+    """Median of each row ignoring NaN (NaN for an all-NaN row): sort puts NaN last, then pick the
+    middle of the valid values; much faster than numpy's masked nanmedian on small matrices."""
+    if not x.size:
+        return np.full(len(x), np.nan)
+    s = np.sort(x, axis=1)
+    k = np.sum(~np.isnan(x), axis=1)
+    rows = np.arange(len(x))
+    lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
+    return np.where(k > 0, (s[rows, lo] + s[rows, hi]) / 2, np.nan)
+
+
+def loop_of(window: Window) -> np.ndarray:
+    """The cooling loop of each GPU of the window's ``gpu`` entities ("" for a GPU the topology does
+    not know), aligned with ``keyed(window, "gpu").index``; cached per window."""
+    loops = window.cache.get("gpu_loops")
+    if loops is None:
+        gpus = keyed(window, "gpu").index
+        topo = window.topology
+        by_node = {n.name: n.cooling_loop for n in topo.nodes}
+        loops = np.array(
+            [by_node.get(str(g).split("/", 1)[0], "") if g in topo.gpu_node else "" for g in gpus], dtype=object
+        )
+        window.cache["gpu_loops"] = loops
+    return loops
+
+
+class GpuPeerThermal(Detector):
+    name = "gpu_peers"
+
+    def detect(self, window: Window) -> list[Finding]:
+        cfg = self.config
+        now = recent(window, "gpu", cfg)
+        if now.n < cfg.gpu_peer_min + 1:
+            return []
+        temp = now.median("temp_c")
+        util = now.median("util_pct")
+        loops = loop_of(window)
+        peer_median = np.full(now.n, np.nan)
+        peer_spread = np.full(now.n, np.nan)
+        for loop in sorted(set(loops) - {""}):
+            idx = np.flatnonzero(loops == loop)
+            t, u = temp[idx], util[idx]
+            similar = np.abs(u[:, None] - u[None, :]) <= cfg.gpu_peer_load_margin_pct
+            similar |= np.isnan(u)[:, None] | np.isnan(u)[None, :]
+            np.fill_diagonal(similar, False)
+            similar &= np.isfinite(t)[None, :]
+            enough = similar.sum(axis=1) >= cfg.gpu_peer_min
+            peers = np.where(similar, t[None, :], np.nan)
+            med = nanmedian_rows(peers)
+            mad = nanmedian_rows(np.abs(peers - med[:, None]))
+            peer_median[idx] = np.where(enough, med, np.nan)
+            peer_spread[idx] = np.where(enough, np.maximum(1.4826 * mad, MIN_SPREAD_C), np.nan)
+        excess = temp - peer_median
+        with np.errstate(invalid="ignore"):
+            hot = (excess >= cfg.gpu_peer_excess_c) & (excess >= cfg.gpu_peer_mad_k * peer_spread)
+        flagged = np.flatnonzero(np.nan_to_num(hot, nan=0).astype(bool))
+        if not len(flagged):
+            return []
+        full = keyed(window, "gpu")
+        first = first_crossing(full, "temp_c", peer_median + cfg.gpu_peer_excess_c, below=False)
+        last_ts = now.last_ts()
+        out = []
+        for i in flagged:
+            gpu = str(now.index[i])
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom="gpu_hotter_than_peers",
+                    entity="gpu",
+                    id=gpu,
+                    first_seen=ts_or(first[i], last_ts[i]),
+                    last_seen=float(last_ts[i]),
+                    severity="minor",
+                    evidence=(
+                        {
+                            "metric": "temp_c",
+                            "gpu": gpu,
+                            "value": sig(temp[i]),
+                            "peers": sig(peer_median[i]),
+                            "cooling_loop": str(loops[i]),
+                        },
+                    ),
+                    score=float(excess[i] / peer_spread[i]),
+                    attrs={"excess_c": sig(excess[i]), "cooling_loop": str(loops[i])},
+                )
+            )
+        return out

@@ -1,0 +1,59 @@
+"""XID errors and double-bit ECC: the GPU itself reports that it is broken (DESIGN §4 gpu_xid).
+
+``xid`` is the last XID the driver logged (0 = none), so a GPU keeps its finding until it is reset;
+a rising ``ecc_dbe_total`` is the same fault (XID 48) seen through the ECC counter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Detector, Finding, Window
+from detectors.frames import keyed, recent, sig, ts_or
+
+
+class GpuXid(Detector):
+    name = "gpu_xid"
+
+    def detect(self, window: Window) -> list[Finding]:
+        cfg = self.config
+        now = recent(window, "gpu", cfg)
+        if not now.n:
+            return []
+        xid = now.last("xid")
+        dbe = now.increase("ecc_dbe_total")
+        ignore = set(cfg.xid_ignore)
+        has_xid = np.isfinite(xid) & (xid > 0) & ~np.isin(np.nan_to_num(xid), list(ignore) or [-1])
+        has_dbe = np.nan_to_num(dbe.total) > 0
+        flagged = np.flatnonzero(has_xid | has_dbe)
+        if not len(flagged):
+            return []
+        full = keyed(window, "gpu")
+        fx = full.values("xid")
+        first = full.first_ts_where(np.isfinite(fx) & (fx > 0))
+        last_ts = now.last_ts()
+        out = []
+        for i in flagged:
+            gpu = str(now.index[i])
+            code = int(xid[i]) if has_xid[i] else 48
+            evidence = []
+            if has_xid[i]:
+                evidence.append({"metric": "xid", "gpu": gpu, "value": code})
+            if has_dbe[i]:
+                evidence.append({"metric": "ecc_dbe_total", "gpu": gpu, "value": sig(dbe.total[i]), "increase": True})
+            seen = first[i] if has_xid[i] else dbe.first_up[i]
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom="gpu_xid",
+                    entity="gpu",
+                    id=gpu,
+                    first_seen=ts_or(seen, last_ts[i]),
+                    last_seen=float(last_ts[i]),
+                    severity="critical" if code in cfg.xid_critical or has_dbe[i] else "major",
+                    evidence=tuple(evidence),
+                    cause="gpu_xid",
+                    attrs={"xid": code},
+                )
+            )
+        return out

@@ -1,0 +1,93 @@
+"""Optical levels against the module's own alarm and warning thresholds, per lane (DESIGN §3 module).
+
+Every module reports its thresholds (``module`` kind); a port whose module never did is judged by the
+400GBASE-DR4 defaults of the config. Levels are lane medians over ``recent_s``. Below
+``loss_of_light_dbm`` a lane is dark: that is loss of light, not a low reading. The link budget is
+checked too, against the other end: tx(far end, same lane) − rx(here) above ``link_loss_max_db`` (and
+``link_loss_margin_db`` above the fleet's median loss, since DOM calibration differs between vendors)
+means the path between them eats the light (a dirty connector, a damaged fibre), whatever the thresholds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.base import Detector, Finding, Window
+from detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
+
+
+class OpticalThresholds(Detector):
+    name = "optical_thresholds"
+
+    def detect(self, window: Window) -> list[Finding]:
+        cfg = self.config
+        now = recent(window, "optical", cfg)
+        if not now.n:
+            return []
+        full = keyed(window, "optical")
+        th = module_thresholds(window, now.index, cfg)
+        rx, tx = now.median("rx_power_dbm"), now.median("tx_power_dbm")
+        bias, temp = now.median("bias_ma"), now.median("module_temp_c")
+        dark = np.full(now.n, cfg.loss_of_light_dbm)
+        out: list[Finding] = []
+        rxa, rxw = th["rx_power_low_alarm_dbm"], th["rx_power_low_warn_dbm"]
+        txa, txw = th["tx_power_low_alarm_dbm"], th["tx_power_low_warn_dbm"]
+        ba, bw = th["bias_high_alarm_ma"], th["bias_high_warn_ma"]
+        ta, tw = th["temp_high_alarm_c"], th["temp_high_warn_c"]
+        with np.errstate(invalid="ignore"):
+            dark_rx, dark_tx = rx <= dark, tx <= dark
+            rx_alarm, tx_alarm, rx_warn, tx_warn = rx < rxa, tx < txa, rx < rxw, tx < txw
+            bias_alarm, temp_alarm, bias_warn, temp_warn = bias >= ba, temp >= ta, bias >= bw, temp >= tw
+            peer = now.peer_positions(window.topology.port_peer)
+            tx_far = np.where(peer >= 0, tx[np.maximum(peer, 0)], np.nan)
+            loss = tx_far - rx
+            lit = ~dark_rx & ~(tx_far <= dark) & np.isfinite(loss)
+            fleet = float(np.median(loss[lit])) if lit.any() else np.nan
+            budget = (
+                max(cfg.link_loss_max_db, fleet + cfg.link_loss_margin_db)
+                if np.isfinite(fleet)
+                else cfg.link_loss_max_db
+            )
+            lossy = lit & (loss >= budget)
+        rules = (
+            # symptom, severity, metric, value, mask, level, below
+            ("loss_of_light", "critical", "rx_power_dbm", rx, dark_rx, dark + 1e-9, True),
+            ("rx_power_low_alarm", "major", "rx_power_dbm", rx, ~dark_rx & rx_alarm, rxa, True),
+            ("rx_power_low_warn", "minor", "rx_power_dbm", rx, ~rx_alarm & rx_warn, rxw, True),
+            ("tx_dark", "critical", "tx_power_dbm", tx, dark_tx, dark + 1e-9, True),
+            ("tx_power_low_alarm", "major", "tx_power_dbm", tx, ~dark_tx & tx_alarm, txa, True),
+            ("tx_power_low_warn", "minor", "tx_power_dbm", tx, ~tx_alarm & tx_warn, txw, True),
+            ("bias_high_alarm", "major", "bias_ma", bias, bias_alarm, ba, False),
+            ("bias_high_warn", "minor", "bias_ma", bias, ~bias_alarm & bias_warn, bw, False),
+            ("module_temp_high_alarm", "major", "module_temp_c", temp, temp_alarm, ta, False),
+            ("module_temp_high_warn", "minor", "module_temp_c", temp, ~temp_alarm & temp_warn, tw, False),
+        )  # fmt: skip
+        for symptom, severity, metric, value, mask, level, below in rules:
+            if mask.any():
+                out += self._lanes(full, now, symptom, severity, metric, value, mask, level, below)
+        if lossy.any():
+            # first seen: when rx first fell further than the budget below the far end's current tx
+            first = first_crossing(full, "rx_power_dbm", tx_far - budget + 1e-9, below=True)
+            out += lane_findings(
+                self.name, "path_loss_high", "minor", now, lossy, "link_loss_db", loss, first,
+                worst="max", reference=("threshold", np.full(now.n, budget)),
+            )  # fmt: skip
+        return out
+
+    def _lanes(
+        self,
+        full: Keyed,
+        now: Keyed,
+        symptom: str,
+        severity: str,
+        metric: str,
+        value: np.ndarray,
+        mask: np.ndarray,
+        level: np.ndarray,
+        below: bool,
+    ) -> list[Finding]:
+        first = first_crossing(full, metric, level, below)
+        worst = "min" if below else "max"
+        return lane_findings(
+            self.name, symptom, severity, now, mask, metric, value, first, worst=worst, reference=("threshold", level)
+        )

@@ -1,0 +1,169 @@
+"""Diagnoses over time → incidents: Alertmanager's life cycle, made topology-aware (STYLE item 6).
+
+* Key: an incident is keyed by canonical content only, ``<type>|<anchor>`` (anchor: the link for
+  every link or port cause, else the GPU, loop, switch or port), so the id survives refinement:
+  contamination becoming fibre damage, or a laser found at one end, stays the same incident.
+* Debounce: a diagnosis must be present on every tick for ``open_after_s`` before it opens (noise
+  pages nobody); ``detected_at`` is the ``now`` of the tick that opens it, ``first_seen`` the
+  earliest evidence. A refined cause or location also has to hold ``open_after_s`` before it replaces
+  the current one, so a borderline reading cannot make the cause flip every tick.
+* Inhibition by topology: an open root whose findings explain another open incident's anchor (a
+  cooling loop over its GPUs, a hot GPU over its NPO link, a switch over its links) folds it: the
+  folded incident is closed (status resolved, ``resolved_at`` = the fold) and its id is listed in the
+  root's ``symptoms``; :meth:`IncidentTracker.roots` returns roots only.
+* Resolution: an incident whose diagnosis is gone for ``resolve_after_s`` resolves; if it comes back
+  later, that is a new incident.
+* Severity only escalates while firing; evidence is taken when the incident opens and whenever its
+  cause, location or severity changes, so an unchanged incident is not re-emitted every tick.
+
+Ids are ``inc-0001``, ``inc-0002``, ... in opening order, keys sorted within a tick: the same sequence
+of diagnoses gives the same incidents byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from detectors.config import EngineConfig
+from detectors.correlate import RANK, Diagnosis
+from fabricwatch.incident import Incident
+
+
+class IncidentTracker:
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config if config is not None else EngineConfig()
+        self._incidents: dict[str, Incident] = {}
+        self._meta: dict[str, dict[str, Any]] = {}  # id -> key, anchor, last_seen, covers, folded_into, candidate
+        self._open: dict[str, str] = {}  # key -> id of its firing incident
+        self._pending: dict[str, list[float]] = {}  # key -> [now of its first tick, earliest first_seen]
+        self._next = 1
+
+    # --- the tick ----------------------------------------------------------------------------------
+
+    def update(self, diagnoses: list[Diagnosis], now: float) -> list[Incident]:
+        """Apply one tick's diagnoses at ``now``; returns copies of the incidents that changed."""
+        cfg = self.config
+        changed: set[str] = set()
+        seen: dict[str, Diagnosis] = {}
+        for d in sorted(diagnoses, key=lambda d: d.key):
+            seen.setdefault(d.key, d)
+        for key, d in seen.items():
+            iid = self._open.get(key)
+            if iid is not None:
+                self._refresh(iid, d, now, changed)
+                continue
+            pending = self._pending.setdefault(key, [now, d.first_seen])
+            pending[1] = min(pending[1], d.first_seen)
+            if now - pending[0] >= cfg.open_after_s:
+                del self._pending[key]
+                changed.add(self._start(d, now, first_seen=pending[1]))
+        for key in [k for k in self._pending if k not in seen]:
+            del self._pending[key]
+        self._fold(now, changed)
+        for key, iid in sorted(self._open.items()):
+            if key not in seen and now - self._meta[iid]["last_seen"] >= cfg.resolve_after_s:
+                self._close(iid, now)
+                changed.add(iid)
+        return [_copy(self._incidents[i]) for i in sorted(changed)]
+
+    def _start(self, d: Diagnosis, now: float, first_seen: float) -> str:
+        iid = f"inc-{self._next:04d}"
+        self._next += 1
+        self._incidents[iid] = Incident(
+            id=iid,
+            type=d.type,
+            cause=d.cause,
+            location={"entity": d.entity, "id": d.id},
+            severity=d.severity,
+            first_seen=min(first_seen, d.first_seen),
+            detected_at=now,
+            evidence=d.evidence(self.config.max_evidence),
+            runbook=d.runbook,
+        )
+        self._meta[iid] = {
+            "key": d.key,
+            "anchor": d.anchor,
+            "last_seen": now,
+            "covers": sorted(d.covers),
+            "folded_into": None,
+            "candidate": None,
+        }
+        self._open[d.key] = iid
+        return iid
+
+    def _refresh(self, iid: str, d: Diagnosis, now: float, changed: set[str]) -> None:
+        inc, meta = self._incidents[iid], self._meta[iid]
+        meta["last_seen"] = now
+        meta["covers"] = sorted(set(meta["covers"]) | d.covers)
+        material = False
+        if d.first_seen < inc.first_seen:
+            inc.first_seen = d.first_seen
+            changed.add(iid)
+        if RANK.get(d.severity, 9) < RANK.get(inc.severity, 9):
+            inc.severity = d.severity
+            material = True
+        if d.runbook == "reroute" and inc.runbook != "reroute":  # mitigation first, once loss passes 1 %
+            inc.runbook = d.runbook
+            material = True
+        diagnosis = [d.cause, d.entity, d.id]
+        if diagnosis == [inc.cause, inc.location["entity"], inc.location["id"]]:
+            meta["candidate"] = None
+        elif meta["candidate"] is None or meta["candidate"][:3] != diagnosis:
+            meta["candidate"] = [*diagnosis, now]
+        elif now - meta["candidate"][3] >= self.config.open_after_s:
+            inc.cause, inc.location, inc.runbook = d.cause, {"entity": d.entity, "id": d.id}, d.runbook
+            meta["candidate"] = None
+            material = True
+        if material:
+            inc.evidence = d.evidence(self.config.max_evidence)
+            changed.add(iid)
+
+    def _fold(self, now: float, changed: set[str]) -> None:
+        by_anchor: dict[str, list[str]] = {}
+        for iid in sorted(self._open.values()):
+            by_anchor.setdefault(self._meta[iid]["anchor"], []).append(iid)
+        for root in sorted(self._open.values()):
+            if self._meta[root]["folded_into"] is not None:
+                continue
+            for other in (o for anchor in self._meta[root]["covers"] for o in by_anchor.get(anchor, ())):
+                if other == root or self._meta[other]["folded_into"] is not None:
+                    continue
+                if self._incidents[other].status != "firing":
+                    continue
+                self._close(other, now)
+                self._meta[other]["folded_into"] = root
+                symptoms = self._incidents[root].symptoms
+                self._incidents[root].symptoms = sorted({*symptoms, other, *self._incidents[other].symptoms})
+                changed.update((root, other))
+
+    def _close(self, iid: str, now: float) -> None:
+        inc = self._incidents[iid]
+        inc.status, inc.resolved_at = "resolved", now
+        self._open.pop(self._meta[iid]["key"], None)
+
+    # --- views and state ---------------------------------------------------------------------------
+
+    def roots(self) -> list[Incident]:
+        """Every root incident so far (folded ones are listed in their root's symptoms), in id order."""
+        return [_copy(self._incidents[i]) for i in sorted(self._incidents) if self._meta[i]["folded_into"] is None]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "next": self._next,
+            "incidents": [self._incidents[i].to_dict() for i in sorted(self._incidents)],
+            "meta": {i: dict(self._meta[i]) for i in sorted(self._meta)},
+            "open": dict(sorted(self._open.items())),
+            "pending": {k: list(v) for k, v in sorted(self._pending.items())},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._next = int(state.get("next", 1))
+        self._incidents = {d["id"]: Incident.from_dict(d) for d in state.get("incidents", [])}
+        self._meta = {i: dict(m) for i, m in state.get("meta", {}).items()}
+        self._open = dict(state.get("open", {}))
+        self._pending = {k: [float(v[0]), float(v[1])] for k, v in state.get("pending", {}).items()}
+
+
+def _copy(inc: Incident) -> Incident:
+    d = inc.to_dict()
+    return Incident.from_dict(d)

@@ -1,0 +1,79 @@
+"""Per-port traffic rates over ``recent_s``, shared by the congestion and PFC detectors (cached).
+
+Utilisation is bytes × 8 over the span against the port's own ``speed_gbps`` (no speed, no
+utilisation: nothing is assumed); frames come from the optional packet counters, else bytes / MTU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from detectors.base import Window
+from detectors.config import EngineConfig
+from detectors.frames import Keyed, keyed, recent
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    at: Keyed
+    tx_util: np.ndarray  # fraction of line rate
+    rx_util: np.ndarray
+    ecn_frac: np.ndarray  # ECN-marked frames / frames sent
+    queue: np.ndarray  # median queue depth, bytes
+    tx_pause: np.ndarray  # pause frames sent per second
+    rx_pause: np.ndarray  # pause frames received per second
+    first_pause: np.ndarray  # ts of the first sample (whole window) sending pauses at the pausing rate
+    first_busy: np.ndarray  # ts of the first sample (whole window) with a queue ≥ the high mark
+
+    def device_of(self, window: Window) -> np.ndarray:
+        devices = window.topology.port_device
+        return np.array([devices.get(p, str(p).rsplit(":p", 1)[0]) for p in self.at.index], dtype=object)
+
+
+def _frames(at: Keyed, direction: str, mtu: int) -> np.ndarray:
+    if at.has(f"{direction}_packets_total"):
+        return at.increase(f"{direction}_packets_total").total
+    return at.increase(f"{direction}_bytes_total").total / mtu
+
+
+def traffic(window: Window, config: EngineConfig) -> Traffic:
+    key = ("traffic", config.recent_s, config.mtu_bytes, config.queue_high_bytes)
+    hit = window.cache.get(key)
+    if hit is not None:
+        return hit
+    at = recent(window, "port", config)
+    speed_bps = at.last("speed_gbps") * 1e9
+    tx_bytes, rx_bytes = at.increase("tx_bytes_total"), at.increase("rx_bytes_total")
+    ecn = at.increase("ecn_marked_total")
+    txp, rxp = at.increase("tx_pause_total"), at.increase("rx_pause_total")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tx_util = np.where(tx_bytes.span > 0, tx_bytes.total * 8 / tx_bytes.span / speed_bps, np.nan)
+        rx_util = np.where(rx_bytes.span > 0, rx_bytes.total * 8 / rx_bytes.span / speed_bps, np.nan)
+        ecn_frac = ecn.total / _frames(at, "tx", config.mtu_bytes)
+    queue = at.median("queue_depth_bytes")
+    full = keyed(window, "port")
+    with np.errstate(invalid="ignore"):
+        first_queue = full.first_ts_where(full.values("queue_depth_bytes") >= config.queue_high_bytes)
+    first_pause = full.first_rate_at_least("tx_pause_total", config.pause_rate_min)
+    recent_start = at.first_ts()  # when the whole-window evidence is missing: the start of "now"
+    hit = Traffic(
+        at=at,
+        tx_util=tx_util,
+        rx_util=rx_util,
+        ecn_frac=ecn_frac,
+        queue=queue,
+        tx_pause=txp.rate(),
+        rx_pause=rxp.rate(),
+        first_pause=np.where(np.isnan(first_pause), recent_start, first_pause),
+        first_busy=np.where(np.isnan(first_queue), recent_start, first_queue),
+    )
+    window.cache[key] = hit
+    return hit
+
+
+def by_device(values: np.ndarray, devices: np.ndarray) -> pd.Series:
+    """How many ports of each device have ``values`` True."""
+    return pd.Series(values.astype(np.int64), index=devices).groupby(level=0).sum()

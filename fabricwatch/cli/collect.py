@@ -1,0 +1,177 @@
+"""``fabricwatch collect``: run one source on an interval and send what it reads to the bus.
+
+``fabricwatch collect --source NAME --interval 5s [--duration S] [--bootstrap HOST:PORT]
+[--output prometheus --port N]``. Messages go to Kafka with ``--bootstrap`` (through the Bus
+interface), else to stdout as JSON Lines; ``--output prometheus`` also serves them on /metrics.
+A failed scrape is counted and reported on one line and the loop goes on; a source that cannot
+start at all (no NVIDIA driver for ``nvml``, a bad port map) stops with one line and exit status 2.
+
+Each source adds its own options (``--iface``, ``--url``, ``--sysfs-root``, ...): only the chosen
+source's options are added, just before parsing, so sources never clash over an option name and a
+host without one source's dependencies can still use every other source (``collect --source NAME
+--help`` lists them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from collectors.base import SOURCES, source_class
+from collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_source
+from fabricwatch.cli import Parser, positive_float
+from fabricwatch.clock import WallClock
+from fabricwatch.errors import InputError
+from fabricwatch.schema import Message
+
+
+def _chosen_source(args: Sequence[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--source" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--source="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+class SourceOptionsParser(Parser):
+    """A subcommand parser that adds the chosen source's options before it parses."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        arg_list = list(sys.argv[1:] if args is None else args)
+        name = _chosen_source(arg_list)
+        added: set[str] = self.__dict__.setdefault("_sources_added", set())
+        if name in SOURCES and name not in added:
+            added.add(name)
+            try:
+                cls = source_class(name)
+            except ImportError:
+                cls = None  # run() reports it as one clear line
+            if cls is not None:
+                group = self.add_argument_group(f"options of --source {name}", conflict_handler="resolve")
+                cls.add_arguments(group)  # type: ignore[arg-type]
+        return super().parse_known_args(args, namespace)
+
+
+def make_parser(sub: argparse._SubParsersAction, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with ``--source`` and the options every tool source shares."""
+    p = sub.add_parser(name, **kwargs)
+    p.__class__ = SourceOptionsParser
+    p.add_argument(
+        "--source", required=True, choices=sorted(SOURCES), metavar="NAME", help=f"one of: {', '.join(sorted(SOURCES))}"
+    )
+    p.add_argument("--host", help="the host (or switch) the data is from (default: this machine's hostname)")
+    p.add_argument("--port-map", type=Path, metavar="FILE", help="YAML interface → port id map (collectors/portmap.py)")
+    p.add_argument("--timeout", type=positive_float, metavar="S", help="seconds a tool may take (default 10)")
+    return p
+
+
+def load_source_class(name: str) -> Any:
+    """The source's class, or an InputError when its module cannot be imported on this host."""
+    try:
+        return source_class(name)
+    except ImportError as exc:
+        raise InputError("--source", f"{name} cannot be loaded on this host: {exc}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = make_parser(
+        sub,
+        "collect",
+        help="scrape a telemetry source on an interval and send it to the bus",
+        description="Scrape one source (nvml, nvidia-smi, dcgm, ethtool, sysfs, gnmi, switchcli, ibtools, sim) every "
+        "--interval and send its messages to Kafka (--bootstrap) or stdout (JSON Lines). Add --source NAME --help "
+        "to see that source's options.",
+    )
+    p.add_argument("--interval", type=positive_float, default=5.0, metavar="S", help="seconds between scrapes (5s)")
+    p.add_argument("--duration", type=positive_float, metavar="S", help="stop after S seconds (default: run on)")
+    p.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap server (default: JSON Lines on stdout)")
+    p.add_argument("--output", choices=("bus", "prometheus"), default="bus", help="prometheus: also serve /metrics")
+    p.add_argument("--port", type=int, default=9464, help="/metrics port with --output prometheus (default 9464)")
+    p.add_argument("--listen", default="0.0.0.0", metavar="ADDR", help="/metrics address (default 0.0.0.0)")
+    p.add_argument("--file", type=Path, metavar="PATH", help="re-read this saved output instead of the tool")
+    p.add_argument("--topology", type=Path, metavar="FILE", help="cluster YAML: key messages by fault domain")
+    p.add_argument(
+        "--module-every", type=positive_float, default=300.0, metavar="S", help="resend unchanged module rows (300s)"
+    )
+    p.set_defaults(run=run)
+
+
+def fault_domain_keyer(topology_path: Path) -> Keyer:
+    """Split each message by the fault domain of its rows (DESIGN §1), so both ends of a link share a key."""
+    from fabricwatch import topology as topo_mod
+    from fabricwatch.schema import KINDS, make
+
+    topo = topo_mod.load(topology_path)
+
+    def keyer(m: Message) -> list[tuple[str, Message]]:
+        entity_col = KINDS[m.kind].keys[0].name
+        entities = m.rows.get(entity_col, [])
+        groups: dict[str, list[int]] = {}
+        for i, entity in enumerate(entities):
+            known = entity in topo.port_link or entity in topo.switch_by_name or topo_mod.split_gpu(entity)
+            groups.setdefault(topo.fault_domain(entity) if known else m.source, []).append(i)
+        if len(groups) <= 1:
+            return [(next(iter(groups), m.source), m)]
+        return [
+            (key, make(m.kind, m.source, m.ts, m.seq, {c: [v[i] for i in idx] for c, v in m.rows.items()}))
+            for key, idx in groups.items()
+        ]
+
+    return keyer
+
+
+def run(args: argparse.Namespace) -> int:
+    cls = load_source_class(args.source)
+    keyer = fault_domain_keyer(args.topology) if args.topology else key_by_source
+    source = cls.from_args(args)  # a source that cannot start raises InputError here: exit 2
+    bus = None
+    server = None
+    try:
+        if args.bootstrap:
+            try:
+                from stream.kafka import KafkaBus
+            except ImportError as exc:
+                raise InputError("--bootstrap", f"the Kafka transport is not available: {exc}") from None
+            bus = KafkaBus(args.bootstrap, client_id=f"fabricwatch-collect-{args.source}")
+            sink: Any = BusSink(bus, keyer)
+        else:
+            sink = JsonLinesSink(sys.stdout.buffer)
+        observer = None
+        if args.output == "prometheus":
+            from collectors.metrics import CollectorMetrics, serve
+
+            observer = CollectorMetrics()
+            try:
+                server = serve(observer, args.port, args.listen)
+            except OSError as exc:
+                raise InputError("--port", f"cannot serve /metrics on {args.listen}:{args.port}: {exc}") from None
+            print(f"fabricwatch collect: serving /metrics on {args.listen}:{args.port}", file=sys.stderr)
+        runner = Runner(
+            source,
+            sink,
+            WallClock(),
+            time.sleep,
+            name=args.source,
+            interval_s=args.interval,
+            duration_s=args.duration,
+            module_every_s=args.module_every,
+            observer=observer,
+        )
+        stats = runner.run()
+        failed = sum(stats.failed.values())
+        print(
+            f"fabricwatch collect: {args.source}: {stats.scrapes} scrapes, {failed} failed, {stats.messages} messages",
+            file=sys.stderr,
+        )
+        return 0
+    finally:
+        source.close()
+        if bus is not None:
+            bus.close()
+        if server is not None:
+            server.shutdown()

@@ -1,0 +1,137 @@
+"""One contract for every registered detector (STYLE item 9): what the engine relies on.
+
+No input mutation; empty and missing data are fine; the same windows give the same findings;
+learnt state round-trips through JSON; findings are well-formed and JSON-able.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from detectors.base import DETECTORS, Detector, Finding, Window, detector_class
+from fabricwatch.faults import ENTITIES
+from fabricwatch.incident import SEVERITIES
+from fabricwatch.schema import KINDS
+from fabricwatch.topology import generate
+from tests.detectors.synth import Timeline, empty_window
+
+TOPO = generate(128, rails=8, gpus_per_node=8)
+NAMES = sorted(DETECTORS)
+FAB = TOPO.links[200]
+HOST = TOPO.port_link["node002/gpu1:p0"]
+
+
+def faulty_timeline() -> Timeline:
+    """Something for every detector to find, so the contract is checked on findings, not on []."""
+    tl = Timeline(TOPO, duration=240, seed=9)
+    tl.shift("gpu", "temp_c", 26.0, start=100, device="node002/gpu1")
+    tl.put("gpu", "xid", 48, start=100, device="node003/gpu2")
+    tl.shift("gpu", "temp_c", 12.0, start=100, device=TOPO.gpus_of_loop("cl01"))
+    tl.shift("optical", "rx_power_dbm", -4.5, start=100, port=HOST.b)
+    tl.shift("optical", "module_temp_c", 12.0, start=100, port="node002/gpu1:p0")
+    tl.put("port", "pre_fec_ber", 1e-3, start=100, port=FAB.b)
+    tl.count("port", "fec_uncorrectable_total", 20, start=100, port=FAB.b)
+    tl.count("port", "rx_crc_errors_total", 200_000, start=100, port=FAB.b)  # ~3 % of its frames
+    tl.put("port", "state", 0, start=150, port=FAB.a)
+    hot = "leaf3-0:p00"
+    tl.count("port", "tx_bytes_total", 0.38 * 50e9, start=100, port=hot)
+    tl.put("port", "queue_depth_bytes", 4_000_000, start=100, port=hot)
+    tl.count("port", "tx_pause_total", 5000, start=100, port="leaf3-0:p64")
+    tl.count("port", "tx_pause_total", 20000, start=100, port="node001/gpu2:p0")
+    tl.freeze("port", "rx_bytes_total", start=100, port="node001/gpu2:p0")
+    return tl
+
+
+TIMELINE = faulty_timeline()
+TICKS = list(TIMELINE.ticks(10.0, 60.0))
+
+
+def run(detector: Detector, ticks: list[float] = TICKS) -> list[list[Finding]]:
+    return [detector.detect(TIMELINE.window(t)) for t in ticks]
+
+
+def frozen(w: Window) -> dict[str, pd.DataFrame]:
+    return {k: f.copy(deep=True) for k, f in w.frames.items()} | {"modules": w.modules.copy(deep=True)}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_finds_something_in_the_faulty_timeline(name: str) -> None:
+    """Guards the rest of this suite: every detector has findings to check here."""
+    assert any(run(detector_class(name)()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_does_not_mutate_its_input(name: str) -> None:
+    detector = detector_class(name)()
+    for t in TICKS:
+        w = TIMELINE.window(t)
+        before = frozen(w)
+        detector.detect(w)
+        after = frozen(w)
+        for kind, frame in before.items():
+            pd.testing.assert_frame_equal(after[kind], frame, obj=f"{name} changed {kind} at {t}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_window_is_fine(name: str) -> None:
+    assert detector_class(name)().detect(empty_window(TOPO)) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_missing_kinds_are_fine(name: str) -> None:
+    w = TIMELINE.window(200)
+    bare = Window(w.start, w.end, {}, pd.DataFrame(), TOPO)
+    assert detector_class(name)().detect(bare) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_missing_value_columns_and_nulls_are_tolerated(name: str) -> None:
+    """A source that cannot read a value omits the column or sends null: never a crash."""
+    detector = detector_class(name)()
+    for t in TICKS:
+        w = TIMELINE.window(t)
+        frames = {}
+        for kind, frame in w.frames.items():
+            keys = {"ts", "source", *(c.name for c in KINDS[kind].keys)}
+            values = [c for c in frame.columns if c not in keys]
+            frame = frame.drop(columns=values[::2])  # every other value column gone
+            for column in values[1::2]:
+                if column in frame.columns and frame[column].dtype.kind in "fi":
+                    frame[column] = frame[column].astype("float64").where(np.arange(len(frame)) % 3 != 0)
+            frames[kind] = frame
+        found = detector.detect(Window(w.start, w.end, frames, w.modules.iloc[0:0], TOPO))
+        assert isinstance(found, list)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_windows_same_findings(name: str) -> None:
+    assert repr(run(detector_class(name)())) == repr(run(detector_class(name)()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_round_trips_through_json(name: str) -> None:
+    first = detector_class(name)()
+    head, tail = TICKS[: len(TICKS) // 2], TICKS[len(TICKS) // 2 :]
+    run(first, head)
+    state = json.loads(json.dumps(first.snapshot()))
+    second = detector_class(name)()
+    second.restore(state)
+    assert json.dumps(second.snapshot(), sort_keys=True) == json.dumps(first.snapshot(), sort_keys=True)
+    assert repr(run(second, tail)) == repr(run(first, tail))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_findings_are_well_formed(name: str) -> None:
+    for t, found in zip(TICKS, run(detector_class(name)()), strict=True):
+        for f in found:
+            assert f.detector == name
+            assert f.entity in ENTITIES and f.severity in SEVERITIES and f.id
+            assert f.first_seen <= f.last_seen <= TIMELINE.start + t
+            assert f.first_seen >= TIMELINE.start + t - 60 - 300  # window (or, for flaps, memory) bounded
+            assert np.isfinite(f.score)
+            json.dumps([f.evidence, f.attrs])  # JSON-able as stored by the processor
+            assert all("metric" in e for e in f.evidence)

@@ -1,0 +1,254 @@
+"""Localisation and correlation: hand-built findings in, root causes out (one per problem).
+
+Each row is a scenario of findings as detectors would report them, and the exact set of
+(cause, located entity, id) diagnoses expected, plus how many findings each folds in.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.base import Finding
+from detectors.correlate import Correlator
+from fabricwatch import topology
+
+TOPO = topology.generate(128, rails=8, gpus_per_node=8)
+GPU = "node002/gpu1"
+GPU_PORT = f"{GPU}:p0"
+HOST = TOPO.port_link[GPU_PORT]  # a: node002/gpu1:p0, b: leaf1-0:p02
+FAB = TOPO.links[200]  # a: leaf4-0:p72, b: spine00:p36
+LOOP0 = TOPO.gpus_of_loop("cl00")
+
+
+def f(symptom: str, ident: str, entity: str = "port", severity: str = "minor", lanes: tuple[int, ...] = (0, 1, 2, 3),
+      score: float = 1.0, cause: str | None = None, t: float = 100.0) -> Finding:  # fmt: skip
+    attrs = {"lanes": list(lanes), "lanes_total": 4} if entity == "port" else {}
+    return Finding("test", symptom, entity, ident, t, t + 30, severity, ({"metric": symptom, entity: ident},),
+                   cause, score, attrs)  # fmt: skip
+
+
+def errors_on(ports: list[str]) -> list[Finding]:
+    return [f("ber_above_limit", p, severity="major") for p in ports]
+
+
+LEAF0 = TOPO.ports_of_device("leaf0-0")  # 16 GPU-facing and 16 uplink ports at 128 GPUs
+assert len(LEAF0) == 32
+
+ROWS = [
+    # comment, findings, {(cause, entity, id): number of findings folded in}
+    (
+        "rx down at one end, far tx normal: dirty connector on that link",
+        [f("rx_power_drop", HOST.b), f("ber_high", HOST.b)],
+        {("connector_contamination", "link", HOST.id): 2},
+    ),
+    (
+        "rx low by the module's own warning only (no baseline yet): still the path",
+        [f("rx_power_low_warn", FAB.a), f("path_loss_high", FAB.a)],
+        {("connector_contamination", "link", FAB.id): 2},
+    ),
+    (
+        "rx down in both directions: the fibre",
+        [f("rx_power_drop", HOST.a), f("rx_power_drop", HOST.b), f("ber_high", HOST.b)],
+        {("fiber_damage", "link", HOST.id): 3},
+    ),
+    (
+        "one direction dark on every lane with its transmitter lit: a broken fibre",
+        [f("loss_of_light", FAB.b, severity="critical")],
+        {("fiber_damage", "link", FAB.id): 1},
+    ),
+    (
+        "tx falling at a and the far rx following: the laser at a",
+        [f("tx_power_drop", FAB.a), f("rx_power_drop", FAB.b), f("ber_high", FAB.b)],
+        {("laser_degradation", "port", FAB.a): 3},
+    ),
+    (
+        "bias rising at b while a receives less: the laser at b, before tx itself falls",
+        [f("bias_rise", FAB.b, severity="warning"), f("rx_power_drop", FAB.a)],
+        {("laser_degradation", "port", FAB.b): 2},
+    ),
+    (
+        "errors at b with normal light both ways: the transceiver counting them",
+        [
+            f("ber_above_limit", FAB.b, severity="major"),
+            f("fec_uncorrectable", FAB.b, severity="major"),
+            f("ber_high", FAB.a),
+        ],
+        {("transceiver_fault", "port", FAB.b): 3},
+    ),
+    (
+        "one transmitter lane dark, the far receiver's lane with it: the transmitting module",
+        [
+            f("tx_dark", FAB.a, severity="critical", lanes=(0,)),
+            f("loss_of_light", FAB.b, severity="critical", lanes=(0,)),
+        ],
+        {("transceiver_fault", "port", FAB.a): 2},
+    ),
+    (
+        "one receiver lane dark among lit ones, far tx fine: the receiving module",
+        [f("loss_of_light", FAB.b, severity="critical", lanes=(2,))],
+        {("transceiver_fault", "port", FAB.b): 1},
+    ),
+    (
+        "state 0 at both ends, but only one lane dark and its transmitter dark: the transmitting module",
+        [
+            f("link_down", FAB.a, severity="critical"),
+            f("link_down", FAB.b, severity="critical"),
+            f("tx_dark", FAB.a, severity="critical", lanes=(2,)),
+            f("loss_of_light", FAB.b, severity="critical", lanes=(2,)),
+        ],
+        {("transceiver_fault", "port", FAB.a): 4},
+    ),
+    (
+        "state 0 at both ends with loss of light: one link_down, the optics folded in",
+        [
+            f("link_down", HOST.a, severity="critical"),
+            f("link_down", HOST.b, severity="critical"),
+            f("loss_of_light", HOST.a, severity="critical"),
+            f("loss_of_light", HOST.b, severity="critical"),
+            f("rx_power_drop", HOST.b),
+        ],
+        {("link_down", "link", HOST.id): 5},
+    ),
+    (
+        "both directions dark, no state reported: down",
+        [f("loss_of_light", HOST.a, severity="critical"), f("loss_of_light", HOST.b, severity="critical")],
+        {("link_down", "link", HOST.id): 2},
+    ),
+    (
+        "link-down events repeating: a flap, even while down right now",
+        [
+            f("link_flap", HOST.b, severity="major"),
+            f("link_down", HOST.b, severity="critical"),
+            f("fec_uncorrectable", HOST.a, severity="major"),
+        ],
+        {("link_flap", "link", HOST.id): 3},
+    ),
+    (
+        "hot GPU and its NPO port hot with BER up at the far end: the GPU is the root",
+        [
+            f("gpu_hot", GPU, entity="gpu", severity="major"),
+            f("module_temp_rise", GPU_PORT, severity="warning"),
+            f("bias_rise", GPU_PORT, severity="warning"),
+            f("ber_high", HOST.b),
+            f("packet_loss", HOST.b, severity="major"),
+        ],
+        {("npo_thermal_coupling", "gpu", GPU): 5},
+    ),
+    (
+        "hot GPU, its port quiet: the GPU alone",
+        [f("gpu_hot", GPU, entity="gpu", severity="major"), f("gpu_hotter_than_peers", GPU, entity="gpu")],
+        {("gpu_thermal", "gpu", GPU): 2},
+    ),
+    (
+        "four hot GPUs in a loop of 64: too few for the loop, four GPUs",
+        [f("gpu_hot", g, entity="gpu", severity="major") for g in LOOP0[:4]],
+        {("gpu_thermal", "gpu", g): 1 for g in LOOP0[:4]},
+    ),
+    (
+        "twenty hot GPUs of one loop: the loop, not twenty incidents",
+        [f("gpu_hot", g, entity="gpu", severity="major") for g in LOOP0[:20]],
+        {("cooling_failure", "cooling_loop", "cl00"): 20},
+    ),
+    (
+        "loop warm, three of its GPUs hot and their NPO ports warming: all under the loop",
+        [f("cooling_loop_warm", "cl00", entity="cooling_loop", severity="major", cause="cooling_failure")]
+        + [f("gpu_hot", g, entity="gpu", severity="major") for g in LOOP0[:3]]
+        + [f("module_temp_rise", f"{g}:p0", severity="warning") for g in LOOP0[:3]],
+        {("cooling_failure", "cooling_loop", "cl00"): 7},
+    ),
+    (
+        "errors on 6 of leaf0-0's 32 links (under a quarter): six transceivers, not the switch",
+        errors_on(LEAF0[:6]),
+        {("transceiver_fault", "port", p): 1 for p in LEAF0[:6]},
+    ),
+    (
+        "errors on 20 of leaf0-0's 32 links at once: the switch",
+        errors_on(LEAF0[:20]),
+        {("switch_fault", "switch", "leaf0-0"): 20},
+    ),
+    ("GPU XID", [f("gpu_xid", GPU, entity="gpu", severity="critical", cause="gpu_xid")], {("gpu_xid", "gpu", GPU): 1}),
+    (
+        "a storm source and the switch ports pausing upstream because of it: one pfc_storm",
+        [
+            f("pfc_storm_source", HOST.a, severity="major", cause="pfc_storm"),
+            f("pause_upstream", "leaf1-0:p64", severity="warning"),
+            f("pause_upstream", TOPO.port_peer["leaf1-0:p64"], severity="warning"),
+        ],
+        {("pfc_storm", "port", HOST.a): 3},
+    ),
+    (
+        "a congested egress and its upstream pauses: one incast_hotspot",
+        [
+            f("congestion", HOST.b, severity="major", cause="incast_hotspot"),
+            f("pause_upstream", "leaf1-0:p70", severity="warning"),
+        ],
+        {("incast_hotspot", "port", HOST.b): 2},
+    ),
+    (
+        "pauses with no root anywhere: nothing to page about",
+        [f("pause_upstream", "leaf1-0:p70", severity="warning")],
+        {},
+    ),
+    (
+        "a lone bias or temperature rise is a hint, not an incident",
+        [
+            f("bias_rise", FAB.a, severity="warning"),
+            f("module_temp_rise", HOST.b, severity="warning"),
+            f("ber_rise", FAB.b, severity="warning"),
+        ],
+        {},
+    ),
+    (
+        "two independent problems stay two",
+        [f("rx_power_drop", HOST.b), f("gpu_xid", "node003/gpu0", entity="gpu", severity="critical", cause="gpu_xid")],
+        {("connector_contamination", "link", HOST.id): 1, ("gpu_xid", "gpu", "node003/gpu0"): 1},
+    ),
+]
+
+
+@pytest.mark.parametrize(("comment", "findings", "expected"), ROWS, ids=[r[0] for r in ROWS])
+def test_correlation_rows(comment: str, findings: list[Finding], expected: dict) -> None:
+    diagnoses = Correlator(TOPO).correlate(findings)
+    assert {(d.cause, d.entity, d.id): len(d.findings) for d in diagnoses} == expected, comment
+    claimed = [id(x) for d in diagnoses for x in d.findings]
+    assert len(claimed) == len(set(claimed)), "a finding is folded into one diagnosis at most"
+
+
+def test_incident_key_hangs_on_the_link_so_refinement_keeps_it() -> None:
+    c = Correlator(TOPO)
+    (contamination,) = c.correlate([f("rx_power_drop", FAB.b)])
+    (laser,) = c.correlate([f("rx_power_drop", FAB.b), f("tx_power_drop", FAB.a)])
+    assert (contamination.cause, laser.cause) == ("connector_contamination", "laser_degradation")
+    assert contamination.key == laser.key == f"link_degradation|link:{FAB.id}"
+
+
+def test_root_covers_the_anchors_it_explains() -> None:
+    findings = [f("gpu_hot", GPU, entity="gpu", severity="major"), f("module_temp_rise", GPU_PORT, severity="warning")]
+    (d,) = Correlator(TOPO).correlate(findings)
+    assert d.covers == {f"link:{HOST.id}"}
+    assert d.type == "thermal" and d.runbook == "throttle-gpu" and d.severity == "major"
+
+
+def test_evidence_is_root_first_deduplicated_and_bounded() -> None:
+    findings = [f("ber_high", FAB.b), f("rx_power_drop", FAB.b), f("rx_power_low_warn", FAB.b)]
+    (d,) = Correlator(TOPO).correlate(findings)
+    metrics = [e["metric"] for e in d.evidence(limit=8)]
+    assert metrics[:2] == ["rx_power_drop", "rx_power_low_warn"] and metrics[-1] == "ber_high"
+    assert len(d.evidence(limit=1)) == 1
+
+
+def test_correlation_ignores_input_order() -> None:
+    findings = [f("rx_power_drop", HOST.b), f("gpu_hot", GPU, entity="gpu"), f("tx_power_drop", FAB.a)]
+    forward = Correlator(TOPO).correlate(findings)
+    backward = Correlator(TOPO).correlate(list(reversed(findings)))
+    assert [(d.key, d.cause, d.id) for d in forward] == [(d.key, d.cause, d.id) for d in backward]
+
+
+def test_loss_over_one_percent_reroutes_before_repair() -> None:
+    # the seeds' rule: a link losing ≥ 1 % of frames is rerouted now; without loss, its repair runbook
+    lossy = f("packet_loss", FAB.b, severity="major")
+    lossy.attrs["runbook"] = "reroute"
+    (with_loss,) = Correlator(TOPO).correlate([f("ber_above_limit", FAB.b, severity="major"), lossy])
+    (without,) = Correlator(TOPO).correlate([f("ber_above_limit", FAB.b, severity="major")])
+    assert (with_loss.cause, with_loss.runbook) == ("transceiver_fault", "reroute")
+    assert (without.cause, without.runbook) == ("transceiver_fault", "replace-transceiver")

@@ -1,0 +1,425 @@
+"""Each detector fires on its signature and stays quiet on healthy data (noise, spread, outliers).
+
+One row per scenario: which detector, a comment, how the healthy timeline is edited, and exactly
+which (symptom, entity id) findings the detector must report at the last tick. Stateful detectors
+are fed every tick from the first, so their baselines are learnt as they would be in a replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import pytest
+
+from detectors.base import Finding, Window, detector_class
+from detectors.config import EngineConfig
+from fabricwatch import topology
+from tests.detectors.synth import T0, Timeline
+
+TOPO = topology.generate(128, rails=8, gpus_per_node=8)
+GPU = "node002/gpu1"
+GPU_PORT = "node002/gpu1:p0"
+HOST = TOPO.port_link[GPU_PORT]  # node002/gpu1:p0 <-> leaf1-0:p02
+LEAF_PORT = TOPO.port_peer[GPU_PORT]
+FAB = TOPO.links[200]  # leaf4-0:p72 <-> spine00:p36
+BYTES_PER_S = 400e9 / 8
+LOOP0 = TOPO.gpus_of_loop("cl00")
+
+
+def findings_at(name: str, edit: Callable[[Timeline], None], at: float = 180.0, config: EngineConfig | None = None,
+                packets: bool = True, step: float = 5.0,
+                cut: Callable[[Window], Window] = lambda w: w) -> list[Finding]:  # fmt: skip
+    """Run detector ``name`` every 10 s up to ``at`` over an edited healthy timeline (scraped every
+    ``step`` s, each window passed through ``cut``); the last tick's findings."""
+    tl = Timeline(TOPO, duration=at, seed=5, packets=packets, step=step)
+    edit(tl)
+    detector = detector_class(name)(config)
+    out: list[Finding] = []
+    for t in tl.ticks(10.0, 60.0):
+        out = detector.detect(cut(tl.window(t)))
+    return out
+
+
+def healthy(tl: Timeline) -> None:
+    """No change: noise, per-device spread and healthy counters only."""
+
+
+def outliers(tl: Timeline) -> None:
+    """Single-sample glitches that are not faults: a 95 °C reading, a -20 dBm lane, a stray BER."""
+    tl.spike("gpu", "temp_c", 95.0, at=150, device=GPU)
+    tl.spike("optical", "rx_power_dbm", -20.0, at=160, port=LEAF_PORT, lane=1)
+    tl.spike("port", "pre_fec_ber", 1e-3, at=170, port=FAB.a)
+    tl.spike("optical", "module_temp_c", 90.0, at=165, port=FAB.b)
+
+
+def gpu_util(tl: Timeline, device: list[str], util: float) -> None:
+    tl.put("gpu", "util_pct", util, device=device)
+
+
+ROWS = [
+    # --- gpu_temp: the seeds' ≥ 85 °C rule, on the recent median ------------------------------------
+    ("gpu_temp", "healthy fleet around 62 °C", healthy, set()),
+    ("gpu_temp", "single 95 °C sample is noise", outliers, set()),
+    (
+        "gpu_temp",
+        "one GPU held at 88 °C",
+        lambda tl: tl.put("gpu", "temp_c", 88.0, start=100, device=GPU),
+        {("gpu_hot", GPU)},
+    ),
+    ("gpu_temp", "84 °C is below the limit", lambda tl: tl.put("gpu", "temp_c", 84.0, start=100, device=GPU), set()),
+    # --- gpu_peers: hotter than its cooling-loop peers at the same load ------------------------------
+    ("gpu_peers", "healthy spread is not an outlier", healthy, set()),
+    ("gpu_peers", "single hot sample is noise", outliers, set()),
+    (
+        "gpu_peers",
+        "one GPU 14 °C above its peers",
+        lambda tl: tl.shift("gpu", "temp_c", 14.0, start=60, device=GPU),
+        {("gpu_hotter_than_peers", GPU)},
+    ),
+    (
+        "gpu_peers",
+        "hotter because busier (peers idle at 20 %) is not a fault",
+        lambda tl: (gpu_util(tl, [g for g in LOOP0 if g != GPU], 20.0), tl.shift("gpu", "temp_c", 14.0, device=GPU)),
+        set(),
+    ),
+    (
+        "gpu_peers",
+        "a whole loop hotter moves its own median: not a single-GPU outlier",
+        lambda tl: tl.shift("gpu", "temp_c", 14.0, start=60, device=LOOP0),
+        set(),
+    ),
+    # --- cooling_loop: one loop warmer than the others, beyond its usual difference -----------------
+    ("cooling_loop", "healthy loops", healthy, set()),
+    (
+        "cooling_loop",
+        "loop cl00 warms 10 °C after the baseline is learnt",
+        lambda tl: tl.shift("gpu", "temp_c", 10.0, start=100, ramp=30, device=LOOP0),
+        {("cooling_loop_warm", "cl00")},
+    ),
+    (
+        "cooling_loop",
+        "every loop warms together (load, room): no loop stands out",
+        lambda tl: tl.shift("gpu", "temp_c", 10.0, start=100, ramp=30, device=TOPO.gpus),
+        set(),
+    ),
+    (
+        "cooling_loop",
+        "loop cl00 busier than the others: more heat is expected",
+        lambda tl: (
+            gpu_util(tl, TOPO.gpus, 40.0),
+            gpu_util(tl, LOOP0, 95.0),
+            tl.shift("gpu", "temp_c", 10.0, start=100, device=LOOP0),
+        ),
+        set(),
+    ),
+    # --- gpu_xid ------------------------------------------------------------------------------------
+    ("gpu_xid", "healthy", healthy, set()),
+    (
+        "gpu_xid",
+        "XID 79, fallen off the bus",
+        lambda tl: tl.put("gpu", "xid", 79, start=150, device=GPU),
+        {("gpu_xid", GPU)},
+    ),
+    (
+        "gpu_xid",
+        "double-bit ECC counter rises",
+        lambda tl: tl.count("gpu", "ecc_dbe_total", 0.1, start=150, device=GPU),
+        {("gpu_xid", GPU)},
+    ),
+    # --- optical_thresholds: the module's own thresholds (vendor: warn -6.4, alarm -9.4 dBm) ------
+    ("optical_thresholds", "healthy optics", healthy, set()),
+    ("optical_thresholds", "one -20 dBm sample, one 90 °C module reading", outliers, set()),
+    (
+        "optical_thresholds",
+        "rx -7.5 dBm on two lanes: under the module's warning (and 8 dB under the far tx)",
+        lambda tl: tl.put("optical", "rx_power_dbm", -7.5, start=100, port=LEAF_PORT, lane=[0, 1]),
+        {("rx_power_low_warn", LEAF_PORT), ("path_loss_high", LEAF_PORT)},
+    ),
+    (
+        "optical_thresholds",
+        "rx -6.1 dBm: under the DR4 default warning but not this module's (path loss still)",
+        lambda tl: tl.put("optical", "rx_power_dbm", -6.1, start=100, port=LEAF_PORT),
+        {("path_loss_high", LEAF_PORT)},
+    ),
+    (
+        "optical_thresholds",
+        "rx -10 dBm: under the module's alarm, and 11 dB of path loss",
+        lambda tl: tl.put("optical", "rx_power_dbm", -10.0, start=100, port=LEAF_PORT),
+        {("rx_power_low_alarm", LEAF_PORT), ("path_loss_high", LEAF_PORT)},
+    ),
+    (
+        "optical_thresholds",
+        "all lanes dark: loss of light, not a low reading",
+        lambda tl: tl.put("optical", "rx_power_dbm", -40.0, start=100, port=LEAF_PORT),
+        {("loss_of_light", LEAF_PORT)},
+    ),
+    (
+        "optical_thresholds",
+        "one transmitter lane dark",
+        lambda tl: tl.put("optical", "tx_power_dbm", -40.0, start=100, port=FAB.a, lane=2),
+        {("tx_dark", FAB.a)},
+    ),
+    (
+        "optical_thresholds",
+        "module at 77 °C: over its warning (75), under its alarm (80)",
+        lambda tl: tl.put("optical", "module_temp_c", 77.0, start=100, port=FAB.b),
+        {("module_temp_high_warn", FAB.b)},
+    ),
+    (
+        "optical_thresholds",
+        "bias over the module's alarm",
+        lambda tl: tl.put("optical", "bias_ma", 95.0, start=100, port=FAB.a),
+        {("bias_high_alarm", FAB.a)},
+    ),
+    (
+        "optical_thresholds",
+        "rx 5 dB down with its far end's tx normal: the path eats the light",
+        lambda tl: tl.shift("optical", "rx_power_dbm", -5.0, start=100, port=FAB.b),
+        {("path_loss_high", FAB.b)},
+    ),
+    # --- optical_baseline: against the lane's own past ----------------------------------------------
+    ("optical_baseline", "healthy optics", healthy, set()),
+    ("optical_baseline", "single-sample glitches", outliers, set()),
+    (
+        "optical_baseline",
+        "rx 3 dB down: contamination before any alarm",
+        lambda tl: tl.shift("optical", "rx_power_dbm", -3.0, start=120, port=LEAF_PORT),
+        {("rx_power_drop", LEAF_PORT)},
+    ),
+    (
+        "optical_baseline",
+        "rx 1 dB down is within margin",
+        lambda tl: tl.shift("optical", "rx_power_dbm", -1.0, start=120, port=LEAF_PORT),
+        set(),
+    ),
+    (
+        "optical_baseline",
+        "tx 2 dB down: the laser fades",
+        lambda tl: tl.shift("optical", "tx_power_dbm", -2.0, start=120, port=FAB.a),
+        {("tx_power_drop", FAB.a)},
+    ),
+    (
+        "optical_baseline",
+        "bias +20 %",
+        lambda tl: tl.shift("optical", "bias_ma", 9.0, start=120, port=FAB.a),
+        {("bias_rise", FAB.a)},
+    ),
+    (
+        "optical_baseline",
+        "module 10 °C warmer (a hot GPU next to its NPO engine)",
+        lambda tl: tl.shift("optical", "module_temp_c", 10.0, start=120, port=GPU_PORT),
+        {("module_temp_rise", GPU_PORT)},
+    ),
+    # --- pre_fec_ber --------------------------------------------------------------------------------
+    ("pre_fec_ber", "healthy 1e-9..1e-6 spread", healthy, set()),
+    ("pre_fec_ber", "one 1e-3 sample", outliers, set()),
+    (
+        "pre_fec_ber",
+        "1e-3: beyond the RS(544,514) limit",
+        lambda tl: tl.put("port", "pre_fec_ber", 1e-3, start=100, port=FAB.b),
+        {("ber_above_limit", FAB.b)},
+    ),
+    (
+        "pre_fec_ber",
+        "5e-5: no margin left",
+        lambda tl: tl.put("port", "pre_fec_ber", 5e-5, start=100, port=FAB.b),
+        {("ber_high", FAB.b)},
+    ),
+    (
+        "pre_fec_ber",
+        "1e-9 → 3e-6: a 3000x rise still under the warning",
+        lambda tl: (
+            tl.put("port", "pre_fec_ber", 1e-9, port=FAB.b),
+            tl.put("port", "pre_fec_ber", 3e-6, start=120, port=FAB.b),
+        ),
+        {("ber_rise", FAB.b)},
+    ),
+    # --- fec_uncorrectable --------------------------------------------------------------------------
+    ("fec_uncorrectable", "healthy: none", healthy, set()),
+    (
+        "fec_uncorrectable",
+        "5 codewords a second",
+        lambda tl: tl.count("port", "fec_uncorrectable_total", 5, start=120, port=FAB.b),
+        {("fec_uncorrectable", FAB.b)},
+    ),
+    (
+        "fec_uncorrectable",
+        "counter reset to 0 by a module reset is not an error",
+        lambda tl: (
+            tl.put("port", "fec_uncorrectable_total", 7, port=FAB.b),
+            tl.put("port", "fec_uncorrectable_total", 0, start=160, port=FAB.b),
+        ),
+        set(),
+    ),
+    (
+        "fec_uncorrectable",
+        "counter reset, then real errors after it",
+        lambda tl: (
+            tl.put("port", "fec_uncorrectable_total", 7, port=FAB.b),
+            tl.put("port", "fec_uncorrectable_total", 0, start=150, port=FAB.b),
+            tl.count("port", "fec_uncorrectable_total", 1, start=160, port=FAB.b),
+        ),
+        {("fec_uncorrectable", FAB.b)},
+    ),
+    # --- packet_loss: the seeds' ≥ 1 % rule ---------------------------------------------------------
+    ("packet_loss", "healthy: no CRC errors", healthy, set()),
+    (
+        "packet_loss",
+        "2 % of frames fail CRC",
+        lambda tl: tl.count("port", "rx_crc_errors_total", 0.02 * 0.6 * BYTES_PER_S / 4096, start=100, port=FAB.b),
+        {("packet_loss", FAB.b)},
+    ),
+    (
+        "packet_loss",
+        "0.5 % is under the rule",
+        lambda tl: tl.count("port", "rx_crc_errors_total", 0.005 * 0.6 * BYTES_PER_S / 4096, start=100, port=FAB.b),
+        set(),
+    ),
+    (
+        "packet_loss",
+        "a few CRC errors on a link are not 1 % of anything",
+        lambda tl: tl.count("port", "rx_crc_errors_total", 0.1, start=100, port=FAB.b),
+        set(),
+    ),
+    # --- link_state ---------------------------------------------------------------------------------
+    ("link_state", "healthy: all up", healthy, set()),
+    (
+        "link_state",
+        "both ends down since 140 s",
+        lambda tl: (
+            tl.put("port", "state", 0, start=140, port=[HOST.a, HOST.b]),
+            tl.count("port", "link_down_total", 1000, start=140, end=140.001, port=[HOST.a, HOST.b]),
+        ),
+        {("link_down", HOST.a), ("link_down", HOST.b)},
+    ),
+    (
+        "link_state",
+        "one down-up between two scrapes is one event, not a flap",
+        lambda tl: tl.count("port", "link_down_total", 1000, start=120, end=120.001, port=HOST.b),
+        set(),
+    ),
+]
+
+
+def _flaps(tl: Timeline) -> None:
+    """Down for 3 s every 40 s; a scrape sees state 0 only sometimes, the counter always."""
+    for k in range(60, 180, 40):
+        tl.put("port", "state", 0, start=k, end=k + 3, port=HOST.b)
+        tl.count("port", "link_down_total", 1000, start=k, end=k + 0.001, port=HOST.b)
+
+
+ROWS.append(("link_state", "down 3 s every 40 s", _flaps, {("link_flap", HOST.b)}))
+
+
+@pytest.mark.parametrize(("name", "comment", "edit", "expected"), ROWS, ids=[f"{r[0]}: {r[1]}" for r in ROWS])
+def test_detector_rows(name: str, comment: str, edit: Callable[[Timeline], None], expected: set) -> None:
+    found = findings_at(name, edit)
+    assert {(f.symptom, f.id) for f in found} == expected, comment
+
+
+def test_missing_packet_counters_fall_back_to_bytes_over_the_roce_mtu() -> None:
+    rate = 0.02 * 0.6 * BYTES_PER_S / 4096
+
+    def edit(tl: Timeline) -> None:
+        tl.count("port", "rx_crc_errors_total", rate, start=100, port=FAB.b)
+
+    found = findings_at("packet_loss", edit, packets=False)
+    assert [(f.symptom, f.id) for f in found] == [("packet_loss", FAB.b)]
+    assert found[0].attrs["runbook"] == "reroute"
+    assert 0.015 < found[0].attrs["loss_ratio"] < 0.025
+
+
+def test_gpu_hot_carries_thermal_throttle_evidence_and_escalates() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("gpu", "temp_c", 88.0, start=100, device=GPU)
+        tl.put("gpu", "throttle_mask", 0x20 | 0x40, start=100, device=GPU)
+
+    (f,) = findings_at("gpu_temp", edit, at=150)
+    assert f.severity == "critical"  # the GPU already slows itself down in hardware
+    assert f.attrs["thermal_throttle"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+    assert f.attrs["runbook"] == "throttle-gpu"
+    assert any(e["metric"] == "throttle_mask" and e["value"] == 0x60 for e in f.evidence)
+    assert f.first_seen == pytest.approx(T0 + 100, abs=5)
+
+
+def test_xid_ignored_by_config_does_not_page() -> None:
+    found = findings_at("gpu_xid", lambda tl: tl.put("gpu", "xid", 13, start=150, device=GPU),
+                        config=EngineConfig(xid_ignore=(13,)))  # fmt: skip
+    assert found == []
+
+
+def test_lane_findings_list_lanes_and_worst_lane_evidence() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("optical", "rx_power_dbm", -7.0, start=100, port=LEAF_PORT, lane=0)
+        tl.put("optical", "rx_power_dbm", -8.0, start=100, port=LEAF_PORT, lane=3)
+
+    (f,) = [f for f in findings_at("optical_thresholds", edit) if f.symptom == "rx_power_low_warn"]
+    assert f.attrs["lanes"] == [0, 3] and f.attrs["lanes_total"] == 4
+    assert f.evidence[0] == {"metric": "rx_power_dbm", "port": LEAF_PORT, "lane": 3, "value": -8.0, "threshold": -6.4}
+
+
+def test_drop_is_measured_against_the_lanes_own_baseline() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.shift("optical", "rx_power_dbm", -3.0, start=120, port=LEAF_PORT, lane=2)
+
+    (f,) = findings_at("optical_baseline", edit)
+    (e,) = f.evidence
+    assert e["lane"] == 2 and e["baseline"] - e["value"] == pytest.approx(3.0, abs=0.4)
+    assert f.first_seen == pytest.approx(T0 + 120, abs=5)
+
+
+def test_slow_scrapes_still_give_counters_two_samples() -> None:
+    """Scraped every 20 s, 30 s of "recent" may hold one sample: it stretches to 2.5 intervals."""
+
+    def edit(tl: Timeline) -> None:
+        tl.count("port", "fec_uncorrectable_total", 5, start=100, port=FAB.b)
+
+    found = findings_at("fec_uncorrectable", edit, step=20.0)
+    assert [(f.symptom, f.id) for f in found] == [("fec_uncorrectable", FAB.b)]
+
+
+def test_datetime_timestamps_read_as_epoch_seconds() -> None:
+    def as_datetime(w: Window) -> Window:
+        frames = {k: f.assign(ts=pd.to_datetime(f["ts"], unit="s")) for k, f in w.frames.items()}
+        return Window(w.start, w.end, frames, w.modules, w.topology)
+
+    (f,) = findings_at(
+        "gpu_temp", lambda tl: tl.put("gpu", "temp_c", 88.0, start=100, device=GPU), at=150, cut=as_datetime
+    )
+    assert f.first_seen == pytest.approx(T0 + 100, abs=5)
+
+
+def test_a_fleet_running_at_higher_ber_is_not_all_high() -> None:
+    """Another generator's healthy links at ~3e-6 (10x ours): only the port well above the fleet is high."""
+
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "pre_fec_ber", lambda ts: 3e-6 * (1 + 0.5 * ((ts * 7) % 1)))
+        tl.put("port", "pre_fec_ber", 1e-4, start=100, port=FAB.b)
+
+    assert {(f.symptom, f.id) for f in findings_at("pre_fec_ber", edit)} == {("ber_high", FAB.b)}
+
+
+def test_path_loss_budget_follows_a_fleet_with_more_loss() -> None:
+    """DOM calibration differs by vendor: a fleet reading 4 dB of loss everywhere is not all lossy,
+    while a link 4 dB worse than that still is."""
+
+    def edit(tl: Timeline) -> None:
+        tl.shift("optical", "rx_power_dbm", -2.5)
+        tl.shift("optical", "rx_power_dbm", -4.0, start=100, port=FAB.b)
+
+    assert {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit)} == {
+        ("path_loss_high", FAB.b),
+        ("rx_power_low_warn", FAB.b),  # -7 dBm: under this module's warning too
+    }
+
+
+def test_module_that_never_reported_is_judged_by_dr4_defaults() -> None:
+    def no_modules(w: Window) -> Window:
+        return Window(w.start, w.end, w.frames, w.modules.iloc[0:0], w.topology)
+
+    def edit(tl: Timeline) -> None:
+        tl.put("optical", "rx_power_dbm", -6.1, start=100, port=LEAF_PORT)
+
+    found = {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit, cut=no_modules)}
+    assert ("rx_power_low_warn", LEAF_PORT) in found  # -6.1 is under the DR4 default warning (-5.9)

@@ -1,0 +1,129 @@
+"""The incident tracker: debounce, stable ids, refinement, folding, resolution, snapshot/restore.
+
+Ticks are every 10 s; ``open_after_s`` is 30 s and ``resolve_after_s`` 120 s (the defaults).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors.base import Finding
+from detectors.config import EngineConfig
+from detectors.correlate import Diagnosis
+from detectors.tracker import IncidentTracker
+
+
+def diag(cause: str, entity: str, ident: str, anchor: str, severity: str = "minor", first_seen: float = 0.0,
+         covers: set[str] | None = None) -> Diagnosis:  # fmt: skip
+    finding = Finding("test", "x", "port", "p", first_seen, first_seen, severity, ({"metric": "m", "value": 1.0},))
+    return Diagnosis(cause, entity, ident, anchor, [finding], [], covers or set())
+
+
+DIRTY = diag("connector_contamination", "link", "L1", "link:L1", first_seen=-5.0)
+FIBRE = diag("fiber_damage", "link", "L1", "link:L1")
+DIRTY_MAJOR = diag("connector_contamination", "link", "L1", "link:L1", severity="major")
+OTHER = diag("gpu_xid", "gpu", "n0/gpu1", "gpu:n0/gpu1", severity="critical")
+
+
+def run(tracker: IncidentTracker, ticks: list[tuple[float, list[Diagnosis]]]) -> list[list[dict]]:
+    """Feed (now, diagnoses) ticks; per tick, the changed incidents as dicts."""
+    return [[i.to_dict() for i in tracker.update(ds, now)] for now, ds in ticks]
+
+
+DEBOUNCE_ROWS = [
+    # comment, ticks (now, present?), the tick index at which the incident opens (None: never)
+    ("present on 4 ticks spanning 30 s opens on the 4th", [(0, 1), (10, 1), (20, 1), (30, 1)], 3),
+    ("present 20 s then gone: noise, never opens", [(0, 1), (10, 1), (20, 1), (30, 0), (40, 0)], None),
+    ("a gap restarts the count", [(0, 1), (10, 1), (20, 0), (30, 1), (40, 1), (50, 1), (60, 1)], 6),
+    ("ticks further apart still need 30 s", [(0, 1), (25, 1), (50, 1)], 2),
+]
+
+
+@pytest.mark.parametrize(("comment", "ticks", "opens_at"), DEBOUNCE_ROWS, ids=[r[0] for r in DEBOUNCE_ROWS])
+def test_debounce_rows(comment: str, ticks: list[tuple[float, int]], opens_at: int | None) -> None:
+    out = run(IncidentTracker(), [(now, [DIRTY] if present else []) for now, present in ticks])
+    opened = [i for i, changed in enumerate(out) if changed]
+    assert opened == ([] if opens_at is None else [opens_at]), comment
+    if opens_at is not None:
+        (inc,) = out[opens_at]
+        assert inc["id"] == "inc-0001" and inc["detected_at"] == ticks[opens_at][0]
+        assert inc["first_seen"] == -5.0 and inc["status"] == "firing" and inc["runbook"] == "clean-connector"
+
+
+def test_refinement_keeps_the_id_and_needs_to_hold() -> None:
+    t = IncidentTracker()
+    run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30)])
+    flicker = run(t, [(40, [FIBRE]), (50, [DIRTY])])  # one tick of fibre: not enough to change the cause
+    assert flicker == [[], []]
+    out = run(t, [(s, [FIBRE]) for s in (60, 70, 80, 90)])
+    assert [len(c) for c in out] == [0, 0, 0, 1]
+    (inc,) = out[3]
+    assert (inc["id"], inc["cause"], inc["runbook"], inc["type"]) == (
+        "inc-0001", "fiber_damage", "replace-fiber", "link_degradation"
+    )  # fmt: skip
+
+
+def test_severity_escalates_but_never_drops_while_firing() -> None:
+    t = IncidentTracker()
+    run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30)])
+    (up,) = run(t, [(40, [DIRTY_MAJOR])])[0]
+    assert up["severity"] == "major"
+    assert run(t, [(50, [DIRTY])]) == [[]]  # back to minor evidence: unchanged, not re-emitted
+    assert t.roots()[0].severity == "major"
+
+
+def test_unchanged_incident_is_not_re_emitted() -> None:
+    t = IncidentTracker()
+    out = run(t, [(s, [DIRTY]) for s in range(0, 200, 10)])
+    assert [len(c) for c in out].count(1) == 1
+
+
+def test_resolution_after_quiet_period_and_a_return_is_a_new_incident() -> None:
+    t = IncidentTracker()
+    run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30, 40)])
+    quiet = run(t, [(s, []) for s in range(50, 170, 10)])
+    resolved = [c for c in quiet if c]
+    assert len(resolved) == 1 and resolved[0][0]["status"] == "resolved" and resolved[0][0]["resolved_at"] == 160
+    again = run(t, [(s, [DIRTY]) for s in (200, 210, 220, 230)])
+    assert again[3][0]["id"] == "inc-0002"
+    assert [i.id for i in t.roots()] == ["inc-0001", "inc-0002"]
+
+
+def test_a_root_folds_an_incident_it_explains() -> None:
+    t = IncidentTracker()
+    link = diag("transceiver_fault", "port", "leaf1-0:p02", "link:L7", severity="minor")
+    run(t, [(s, [link]) for s in (0, 10, 20, 30)])  # opens first: inc-0001
+    gpu = diag("npo_thermal_coupling", "gpu", "n2/gpu1", "gpu:n2/gpu1", severity="major", covers={"link:L7"})
+    out = run(t, [(s, [gpu]) for s in (40, 50, 60, 70)])
+    folded = {i["id"]: i for i in out[3]}
+    assert folded["inc-0001"]["status"] == "resolved" and folded["inc-0001"]["resolved_at"] == 70
+    assert folded["inc-0002"]["symptoms"] == ["inc-0001"] and folded["inc-0002"]["status"] == "firing"
+    assert [i.id for i in t.roots()] == ["inc-0002"]
+
+
+def test_ids_follow_key_order_within_a_tick() -> None:
+    t = IncidentTracker()
+    out = run(t, [(s, [OTHER, DIRTY]) for s in (0, 10, 20, 30)])
+    assert [(i["id"], i["cause"]) for i in out[3]] == [("inc-0001", "gpu_xid"), ("inc-0002", "connector_contamination")]
+
+
+def test_snapshot_restore_continues_exactly() -> None:
+    ticks = [(s, ([DIRTY] if s < 100 else []) + ([OTHER] if 20 <= s < 300 else [])) for s in range(0, 400, 10)]
+    uninterrupted = IncidentTracker()
+    whole = run(uninterrupted, ticks)
+    first = IncidentTracker()
+    head = run(first, ticks[:5])  # DIRTY just opened, OTHER still debouncing
+    state = json.loads(json.dumps(first.snapshot()))
+    second = IncidentTracker()
+    second.restore(state)
+    assert second.snapshot() == first.snapshot()
+    assert head + run(second, ticks[5:]) == whole
+    assert [i.to_dict() for i in second.roots()] == [i.to_dict() for i in uninterrupted.roots()]
+
+
+def test_config_timers_are_used() -> None:
+    t = IncidentTracker(EngineConfig(open_after_s=10.0, resolve_after_s=20.0))
+    out = run(t, [(0, [DIRTY]), (10, [DIRTY]), (20, []), (30, []), (40, [])])
+    assert [len(c) for c in out] == [0, 1, 0, 1, 0]
