@@ -29,7 +29,10 @@ class LockstepKafkaBus(KafkaBus):
     def __init__(self, bootstrap: str, **kwargs: Any) -> None:
         kwargs.setdefault("group_id", f"fabricwatch-demo-{uuid.uuid4().hex[:12]}")
         kwargs.setdefault("client_id", "fabricwatch-demo")
-        kwargs.setdefault("consumer_config", {"auto_offset_reset": "latest"})
+        # "latest": only this run's records; fetch at once: a lock-step driver waits for every poll
+        kwargs.setdefault(
+            "consumer_config", {"auto_offset_reset": "latest", "fetch_min_bytes": 1, "fetch_max_wait_ms": 20}
+        )
         super().__init__(bootstrap, **kwargs)
 
     def subscribe(self, topics: Sequence[str]) -> None:
