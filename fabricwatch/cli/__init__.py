@@ -15,7 +15,19 @@ from fabricwatch import __version__
 from fabricwatch.errors import InputError
 
 # Module names under fabricwatch.cli, in the order `fabricwatch --help` lists them.
-COMMANDS = ["demo", "topology", "simulate", "collect", "parse", "replay", "capture", "score", "query"]
+COMMANDS = [
+    "demo",
+    "topology",
+    "simulate",
+    "collect",
+    "parse",
+    "replay",
+    "capture",
+    "score",
+    "query",
+    "process",
+    "serve",
+]
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,0 +1,177 @@
+"""``fabricwatch process``: a consumer-group member that stores telemetry from Kafka in DuckDB.
+
+Rows and the offsets they came from are stored in one transaction, and each partition is sought to
+its stored (or newer committed) offset on every assignment, so a killed and restarted processor
+stores every row exactly once (stream/consume.py). Undecodable or invalid records go to the
+dead-letter topic with their reason. SIGTERM or Ctrl-C: the batch in hand is stored and committed,
+polling stops, and the command exits 0 within seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabricwatch.cli import non_negative_int
+from fabricwatch.errors import InputError
+
+PROGRESS_EVERY_S = 30.0
+RETRY_MAX_S = 30.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "process",
+        help="consume telemetry from Kafka into DuckDB, exactly once, with dead letters",
+        description="Join consumer group --group on the telemetry topics, store every record's rows in --db "
+        "exactly once (offsets stored in the same transaction), send bad records to fabricwatch.deadletter, "
+        "and run detection when --topology is given. Stops cleanly on SIGTERM.",
+    )
+    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
+    p.add_argument("--db", required=True, type=Path, metavar="FILE", help="DuckDB file of this processor")
+    p.add_argument("--group", default="fabricwatch", metavar="ID", help="consumer group (default fabricwatch)")
+    p.add_argument("--topology", type=Path, metavar="FILE", help="cluster YAML: enables detection and incidents")
+    p.add_argument("--partitions", type=int, default=12, help="partitions of topics created at start (default 12)")
+    p.add_argument("--replication", type=int, default=1, help="replication of topics created at start (default 1)")
+    p.add_argument("--max-records", type=non_negative_int, default=10_000, help="records per batch (default 10000)")
+    p.set_defaults(run=run)
+
+
+@dataclass
+class Settings:
+    """What a processor needs; from the command line (process) or a config file (serve)."""
+
+    bootstrap: str
+    db: Path
+    group: str = "fabricwatch"
+    topology: Path | None = None
+    partitions: int = 12
+    replication: int = 1
+    max_records: int = 10_000
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_records < 1:
+        raise InputError("--max-records", "must be at least 1")
+    for name in ("partitions", "replication"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name}", "must be at least 1")
+    settings = Settings(
+        args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records
+    )
+    stop = threading.Event()
+    stop_on_signals(stop)
+    service = Service(settings)
+    try:
+        service.run(stop)
+    finally:
+        service.close()
+    s = service.loop.stats if service.loop else None
+    if s is not None:
+        print(
+            f"fabricwatch process: stopped: {s.records:,} records, {s.rows:,} rows stored, "
+            f"{s.deadletters:,} dead letters, {s.skipped:,} already stored",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``: the loop finishes its batch and exits cleanly."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+class Service:
+    """Store, processor and consumer loop built from :class:`Settings`; ``run`` retries an absent broker."""
+
+    def __init__(self, settings: Settings, registry: Any = None) -> None:
+        import duckdb
+
+        from fabricwatch import topology as topo_mod
+        from fabricwatch.clock import WallClock
+        from stream.metrics import PipelineMetrics
+        from stream.processor import Processor
+        from stream.store import Store
+
+        self.settings = settings
+        self.loop: Any = None
+        self.ready = False
+        topo = topo_mod.load(settings.topology) if settings.topology else topo_mod.Topology("unknown", [], [], [])
+        engine = None
+        if settings.topology:
+            try:
+                from detectors.engine import DetectionEngine
+            except ImportError:
+                print("fabricwatch: detection is not available in this build; storing only", file=sys.stderr)
+            else:
+                engine = DetectionEngine(topo)
+        try:
+            self.store = Store(settings.db, group=settings.group)
+        except (duckdb.Error, OSError) as exc:
+            raise InputError(str(settings.db), f"cannot open the DuckDB file: {_first_line(exc)}") from None
+        self.metrics = PipelineMetrics(registry)
+        self.processor = Processor(topo, self.store, clock=WallClock(), engine=engine, metrics=self.metrics)
+
+    def run(self, stop: threading.Event) -> None:
+        from stream.consume import ProcessingLoop
+        from stream.kafka import KafkaBus, KafkaUnavailable
+
+        s = self.settings
+        wait, said = 0.5, False
+        while not stop.is_set():
+            bus = KafkaBus(
+                s.bootstrap,
+                client_id=f"fabricwatch-process-{s.group}",
+                group_id=s.group,
+                partitions=s.partitions,
+                replication=s.replication,
+            )
+            self.loop = ProcessingLoop(bus, self.processor, max_records=s.max_records, on_batch=self._progress)
+            print(
+                f"fabricwatch process: group {s.group} on {s.bootstrap} → {s.db} "
+                f"(resuming from {len(self.processor.next_offsets)} stored partition offsets)",
+                file=sys.stderr,
+            )
+            try:
+                self.ready = True
+                self.loop.run(stop)
+                return
+            except KafkaUnavailable as exc:
+                self.ready = False
+                if not said:
+                    print(f"fabricwatch process: {exc}; retrying until it answers", file=sys.stderr)
+                    said = True
+                stop.wait(wait)
+                wait = min(wait * 2, RETRY_MAX_S)
+
+    _last_progress = 0.0
+
+    def _progress(self, stats: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_progress >= PROGRESS_EVERY_S:
+            self._last_progress = now
+            print(
+                f"fabricwatch process: {stats.records:,} records, {stats.rows:,} rows, "
+                f"{stats.deadletters:,} dead letters",
+                file=sys.stderr,
+            )
+
+    def close(self) -> None:
+        self.ready = False
+        self.store.checkpoint()
+        self.store.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,196 @@
+"""The live processing loop: a consumer-group member that stores exactly once and never stops on input.
+
+One loop iteration: poll a batch → skip what the store already holds → ``Processor.handle`` (rows,
+dead letters and the next offsets in ONE DuckDB transaction) → dead letters and changed incidents to
+their topics → commit the same offsets to Kafka (so lag is visible to standard tools).
+
+Exactly once in effect. The store's offsets are the truth for its own file; the group's committed
+offsets are the truth across processors (each processor keeps its own file, DESIGN §1). On every
+assignment each partition is sought to the larger of the two: after a crash between store and commit
+the store is ahead (its rows are not read twice); when a partition comes back after another member
+processed it, the commit is ahead (that member's rows are not read again). A record below the store's
+offset is skipped even if the consumer delivers it. What this cannot prevent: a processor killed
+between storing a batch and committing it, whose partitions then move to *another* processor, has
+that one batch in both files (a crash on one machine followed by a move; a restart in place is exact).
+
+Stopping (``stop`` set, e.g. by SIGTERM): the loop finishes the batch in hand (stored and committed,
+since it only polls after the previous batch is both), stops polling, delivers dead letters for up to
+``close_timeout_s`` and closes; a batch is at most ``max_records`` records, so this takes seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter
+
+from fabricwatch.incident import Incident
+from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
+from stream.bus import Outgoing, Record, TopicPartition
+from stream.deadletter import from_stored
+from stream.kafka import KafkaBus
+from stream.processor import Processor
+
+log = logging.getLogger("fabricwatch.consume")
+
+LAG_EVERY_S = 5.0
+LOOP_STAGES = ("poll", "process", "publish", "commit")
+EVICT_WITHOUT_ENGINE_S = 60.0  # ingest-only: keep a minute of rows in the window buffer, not all of them
+
+
+@dataclass
+class LoopStats:
+    batches: int = 0
+    records: int = 0
+    skipped: int = 0  # delivered again below the stored offset, not stored twice
+    rows: int = 0
+    deadletters: int = 0
+    incidents: int = 0
+    last_poll: float = 0.0  # monotonic time of the last poll (for /healthz)
+    assigned: int = 0  # partitions assigned now
+    joined: bool = False  # the group gave this member its partitions at least once (for /readyz)
+
+
+def _stage_counter(registry: CollectorRegistry) -> Counter:
+    """Seconds spent per stage of the loop: poll (when it returned records), process (decode, validate,
+    store: Processor.handle), publish (dead letters, incidents), commit (to Kafka)."""
+    counter = Counter(
+        "fabricwatch_loop_seconds_total", "Seconds the processing loop spent per stage", ["stage"], registry=registry
+    )
+    for stage in LOOP_STAGES:
+        counter.labels(stage)
+    return counter
+
+
+def incident_record(incident: Incident) -> Outgoing:
+    """A changed incident for ``fabricwatch.incidents``: the DESIGN §5 JSON, keyed by its location."""
+    value = orjson.dumps(incident.to_dict(), option=orjson.OPT_SORT_KEYS)
+    return Outgoing(TOPIC_INCIDENTS, incident.location["id"], value, incident.detected_at)
+
+
+class ProcessingLoop:
+    """Runs ``processor`` on ``bus`` (a KafkaBus with a group id) until ``stop`` is set."""
+
+    def __init__(
+        self,
+        bus: KafkaBus,
+        processor: Processor,
+        *,
+        max_records: int = 10_000,
+        poll_timeout_s: float = 0.5,
+        close_timeout_s: float = 5.0,
+        on_batch: Callable[[LoopStats], None] | None = None,
+    ) -> None:
+        self.bus = bus
+        self.processor = processor
+        self.max_records = max_records
+        self.poll_timeout_s = poll_timeout_s
+        self.close_timeout_s = close_timeout_s
+        self.on_batch = on_batch
+        self.stats = LoopStats()
+        self.metrics = processor.metrics
+        self.stage_seconds = _stage_counter(self.metrics.registry)
+        self._lag_at = 0.0
+        bus.on_assign = self._assigned
+        bus.on_revoke = self._revoked
+
+    # --- rebalance hooks ---------------------------------------------------------------------------
+
+    def _assigned(self, partitions: list[TopicPartition]) -> None:
+        stored = self.processor.next_offsets
+        try:
+            committed = self.bus.committed(partitions)
+        except Exception as exc:  # the coordinator moving: the stored offsets alone still avoid duplicates
+            log.warning("reading committed offsets failed (%s); seeking to stored offsets only", exc)
+            committed = {}
+        seeks = {}
+        for tp in partitions:
+            candidates = [o for o in (stored.get(tp), committed.get(tp)) if o is not None]
+            if candidates:
+                seeks[tp] = max(candidates)
+        if seeks:
+            self.bus.seek(seeks)
+        # The store ahead of Kafka (a crash between the two): tell Kafka, so lag and the group agree.
+        behind = {tp: o for tp, o in seeks.items() if committed.get(tp, -1) < o}
+        if behind:
+            self.bus.commit(behind)
+        self.stats.assigned = len(partitions)
+        self.stats.joined = True
+        log.info("assigned %d partitions, %d sought to stored/committed offsets", len(partitions), len(seeks))
+
+    def _revoked(self, partitions: list[TopicPartition]) -> None:
+        # Nothing to store: every polled batch was stored and committed before the next poll.
+        self.stats.assigned = 0
+        for topic, partition in partitions:
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(topic, str(partition))
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> LoopStats:
+        self.bus.subscribe(list(TELEMETRY_TOPICS))
+        try:
+            seconds = self.stage_seconds
+            while not stop.is_set():
+                self.stats.last_poll = started = time.monotonic()
+                records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
+                if records:
+                    seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
+                    self.handle(records)
+                self._update_lag()
+        finally:
+            self.bus.close(self.close_timeout_s)
+        return self.stats
+
+    def handle(self, records: list[Record]) -> None:
+        """Store one polled batch exactly once, publish its dead letters and incidents, commit."""
+        stored = self.processor.next_offsets
+        fresh = [r for r in records if r.offset >= stored.get((r.topic, r.partition), 0)]
+        self.stats.skipped += len(records) - len(fresh)
+        if not fresh:
+            return
+        seconds = self.stage_seconds
+        started = time.monotonic()
+        result = self.processor.handle(fresh)  # raises if storing failed: then nothing is committed
+        handled = time.monotonic()
+        seconds.labels("process").inc(handled - started)
+        if self.processor.engine is None:
+            watermark = self.processor.watermark
+            if watermark is not None:
+                self.processor.buffer.evict(watermark - EVICT_WITHOUT_ENGINE_S)
+        out = [from_stored(d) for d in result.deadletters]
+        out += [incident_record(i) for i in result.incidents]
+        if out:
+            self.bus.produce(out)
+        published = time.monotonic()
+        seconds.labels("publish").inc(published - handled)
+        touched = {(r.topic, r.partition) for r in fresh}
+        self.bus.commit({tp: self.processor.next_offsets[tp] for tp in touched})
+        seconds.labels("commit").inc(time.monotonic() - published)
+        s = self.stats
+        s.batches += 1
+        s.records += len(fresh)
+        s.rows += result.rows
+        s.deadletters += len(result.deadletters)
+        s.incidents += len(result.incidents)
+        if self.on_batch is not None:
+            self.on_batch(s)
+
+    def _update_lag(self) -> None:
+        now = time.monotonic()
+        if now - self._lag_at < LAG_EVERY_S:
+            return
+        self._lag_at = now
+        try:
+            lag = self.bus.lag()
+        except Exception as exc:
+            log.debug("lag unavailable: %s", exc)
+            return
+        for (topic, partition), behind in lag.items():
+            self.metrics.lag.labels(topic, str(partition)).set(behind)
