@@ -140,7 +140,10 @@ class Topology:
         if port_or_device in self.switch_by_name:
             return port_or_device
         gpu = split_gpu(port_or_device)
-        return gpu[0] if gpu else port_or_device
+        if gpu:
+            return gpu[0]
+        host = port_or_device.split("/", 1)[0]  # another device of a node (node000/eth9): the node
+        return host if host in self.node_by_name else port_or_device
 
     # --- (de)serialisation ----------------------------------------------------------------------
 

@@ -41,7 +41,6 @@ log = logging.getLogger("fabricwatch.consume")
 
 LAG_EVERY_S = 5.0
 LOOP_STAGES = ("poll", "process", "publish", "commit")
-EVICT_WITHOUT_ENGINE_S = 60.0  # ingest-only: keep a minute of rows in the window buffer, not all of them
 
 
 @dataclass
@@ -160,10 +159,6 @@ class ProcessingLoop:
         result = self.processor.handle(fresh)  # raises if storing failed: then nothing is committed
         handled = time.monotonic()
         seconds.labels("process").inc(handled - started)
-        if self.processor.engine is None:
-            watermark = self.processor.watermark
-            if watermark is not None:
-                self.processor.buffer.evict(watermark - EVICT_WITHOUT_ENGINE_S)
         out = [from_stored(d) for d in result.deadletters]
         out += [incident_record(i) for i in result.incidents]
         if out:

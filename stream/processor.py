@@ -123,7 +123,8 @@ class Processor:
             self.metrics.deadlettered.labels(d.code).inc()
         for kind, table in tables.items():
             self.metrics.stored_rows.labels(kind).inc(table.num_rows)
-            self.buffer.add(kind, table)
+            if self.engine is not None:  # only detection reads windows; ingest-only keeps nothing
+                self.buffer.add(kind, table)
             if table.num_rows:
                 newest = max(m.ts for m, _ in by_kind[kind])
                 oldest = min(m.ts for m, _ in by_kind[kind])

@@ -26,7 +26,6 @@ from collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_sour
 from fabricwatch.cli import Parser, positive_float
 from fabricwatch.clock import WallClock
 from fabricwatch.errors import InputError
-from fabricwatch.schema import Message
 
 
 def _chosen_source(args: Sequence[str]) -> str | None:
@@ -104,25 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def fault_domain_keyer(topology_path: Path) -> Keyer:
     """Split each message by the fault domain of its rows (DESIGN §1), so both ends of a link share a key."""
     from fabricwatch import topology as topo_mod
-    from fabricwatch.schema import KINDS, make
+    from stream.keys import split_by_fault_domain
 
     topo = topo_mod.load(topology_path)
-
-    def keyer(m: Message) -> list[tuple[str, Message]]:
-        entity_col = KINDS[m.kind].keys[0].name
-        entities = m.rows.get(entity_col, [])
-        groups: dict[str, list[int]] = {}
-        for i, entity in enumerate(entities):
-            known = entity in topo.port_link or entity in topo.switch_by_name or topo_mod.split_gpu(entity)
-            groups.setdefault(topo.fault_domain(entity) if known else m.source, []).append(i)
-        if len(groups) <= 1:
-            return [(next(iter(groups), m.source), m)]
-        return [
-            (key, make(m.kind, m.source, m.ts, m.seq, {c: [v[i] for i in idx] for c, v in m.rows.items()}))
-            for key, idx in groups.items()
-        ]
-
-    return keyer
+    return lambda m: split_by_fault_domain(m, topo)
 
 
 def run(args: argparse.Namespace) -> int:
