@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     p.add_argument("--faults", type=Path, metavar="FILE", help="fault spec YAML instead of the default faults")
     p.add_argument("--db", type=Path, default=Path("out/demo.duckdb"), help="DuckDB file (default out/demo.duckdb)")
+    p.add_argument(
+        "--bootstrap", metavar="HOST:PORT", help="run through this Kafka broker instead of the in-memory bus"
+    )
     p.set_defaults(run=run)
 
 
@@ -54,16 +57,27 @@ def run(args: argparse.Namespace) -> int:
             f"{rate:,.0f} rows/s · [bold]{p.incidents}[/] incidents · {p.wall_s:.1f}s wall"
         )
 
-    with Live(Text("starting…"), console=out, transient=False, refresh_per_second=8) as live:
-        result = run_demo(
-            topo,
-            faults,
-            duration=args.duration,
-            interval=args.interval,
-            seed=args.seed,
-            db=args.db,
-            on_progress=lambda p: live.update(line(p)),
-        )
+    bus = None
+    if args.bootstrap:
+        from stream.lockstep import demo_bus
+
+        bus = demo_bus(args.bootstrap)
+        out.print(f"  through Kafka at {args.bootstrap}")
+    try:
+        with Live(Text("starting…"), console=out, transient=False, refresh_per_second=8) as live:
+            result = run_demo(
+                topo,
+                faults,
+                duration=args.duration,
+                interval=args.interval,
+                seed=args.seed,
+                db=args.db,
+                bus=bus,
+                on_progress=lambda p: live.update(line(p)),
+            )
+    finally:
+        if bus is not None:
+            bus.close()
     out.print()
     out.print(incidents_table(result.incidents, result.start_ts))
     s = result.score

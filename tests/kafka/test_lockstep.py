@@ -42,3 +42,15 @@ def test_the_demo_through_kafka_finds_what_it_finds_in_memory(kafka, tmp_path) -
     assert memory.incidents  # the comparison means something
     assert (through_kafka.rows, through_kafka.messages) == (memory.rows, memory.messages)
     assert [i.to_dict() for i in through_kafka.incidents] == [i.to_dict() for i in memory.incidents]
+
+
+def test_demo_command_with_bootstrap(kafka, tmp_path, capsys, monkeypatch) -> None:
+    from fabricwatch.cli import main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    db = tmp_path / "demo.duckdb"
+    argv = ["demo", "--gpus", "64", "--duration", "300", "--interval", "10", "--bootstrap", kafka.bootstrap]
+    assert main([*argv, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"through Kafka at {kafka.bootstrap}" in out
+    assert "injected faults found at the right place" in out and db.exists()
