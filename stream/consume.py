@@ -40,7 +40,7 @@ from stream.processor import Processor
 log = logging.getLogger("fabricwatch.consume")
 
 LAG_EVERY_S = 5.0
-LOOP_STAGES = ("poll", "process", "publish", "commit")
+LOOP_STAGES = ("poll", "process", "publish", "commit", "seal")
 
 
 @dataclass
@@ -85,6 +85,8 @@ class ProcessingLoop:
         poll_timeout_s: float = 0.5,
         close_timeout_s: float = 5.0,
         on_batch: Callable[[LoopStats], None] | None = None,
+        seal_every_s: float = 0.0,
+        seal_horizon_s: float = 300.0,
     ) -> None:
         self.bus = bus
         self.processor = processor
@@ -92,6 +94,9 @@ class ProcessingLoop:
         self.poll_timeout_s = poll_timeout_s
         self.close_timeout_s = close_timeout_s
         self.on_batch = on_batch
+        self.seal_every_s = seal_every_s
+        self.seal_horizon_s = seal_horizon_s
+        self._sealed_at = time.monotonic()
         self.stats = LoopStats()
         self.metrics = processor.metrics
         self.stage_seconds = _stage_counter(self.metrics.registry)
@@ -168,6 +173,7 @@ class ProcessingLoop:
         touched = {(r.topic, r.partition) for r in fresh}
         self.bus.commit({tp: self.processor.next_offsets[tp] for tp in touched})
         seconds.labels("commit").inc(time.monotonic() - published)
+        self._seal()
         s = self.stats
         s.batches += 1
         s.records += len(fresh)
@@ -176,6 +182,23 @@ class ProcessingLoop:
         s.incidents += len(result.incidents)
         if self.on_batch is not None:
             self.on_batch(s)
+
+    def _seal(self) -> None:
+        """Every ``seal_every_s``, move telemetry older than the horizon to Parquet segments, so forensic
+        SQL can read it while this process holds the DuckDB file (stream/segments.py)."""
+        watermark = self.processor.watermark
+        if not self.seal_every_s or watermark is None or time.monotonic() - self._sealed_at < self.seal_every_s:
+            return
+        started = self._sealed_at = time.monotonic()
+        try:
+            moved = self.processor.store.seal(watermark - self.seal_horizon_s)
+        except Exception:  # sealing is housekeeping: a failure must not stop ingest
+            self.metrics.errors.labels("store").inc()
+            log.exception("sealing old rows to Parquet failed; the rows stay in the DuckDB file")
+            return
+        self.stage_seconds.labels("seal").inc(time.monotonic() - started)
+        if moved:
+            log.info("sealed %d rows older than %.0f to Parquet", moved, watermark - self.seal_horizon_s)
 
     def _update_lag(self) -> None:
         now = time.monotonic()

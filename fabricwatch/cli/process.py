@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partitions", type=int, default=12, help="partitions of topics created at start (default 12)")
     p.add_argument("--replication", type=int, default=1, help="replication of topics created at start (default 1)")
     p.add_argument("--max-records", type=non_negative_int, default=10_000, help="records per batch (default 10000)")
+    p.add_argument(
+        "--seal-every", type=float, default=60.0, metavar="S",
+        help="seal rows older than --seal-horizon to Parquet every S seconds, so `fabricwatch query` can read them "
+        "while this process writes (default 60; 0: never)",
+    )  # fmt: skip
+    p.add_argument("--seal-horizon", type=float, default=300.0, metavar="S", help="telemetry kept hot (default 300)")
     p.set_defaults(run=run)
 
 
@@ -54,6 +60,8 @@ class Settings:
     partitions: int = 12
     replication: int = 1
     max_records: int = 10_000
+    seal_every: float = 60.0  # seconds between sealings of old rows to Parquet (0: never)
+    seal_horizon: float = 300.0  # seconds of telemetry kept in the hot DuckDB file
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
     for name in ("partitions", "replication"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}", "must be at least 1")
+    for name in ("seal_every", "seal_horizon"):
+        if not 0 <= getattr(args, name) < float("inf"):
+            raise InputError(f"--{name.replace('_', '-')}", "must be a number of seconds ≥ 0")
     settings = Settings(
-        args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records
-    )
+        args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records,
+        args.seal_every, args.seal_horizon,
+    )  # fmt: skip
     stop = threading.Event()
     stop_on_signals(stop)
     service = Service(settings)
@@ -137,7 +149,14 @@ class Service:
                 partitions=s.partitions,
                 replication=s.replication,
             )
-            self.loop = ProcessingLoop(bus, self.processor, max_records=s.max_records, on_batch=self._progress)
+            self.loop = ProcessingLoop(
+                bus,
+                self.processor,
+                max_records=s.max_records,
+                on_batch=self._progress,
+                seal_every_s=s.seal_every,
+                seal_horizon_s=s.seal_horizon,
+            )
             print(
                 f"fabricwatch process: group {s.group} on {s.bootstrap} → {s.db} "
                 f"(resuming from {len(self.processor.next_offsets)} stored partition offsets)",

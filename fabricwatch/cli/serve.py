@@ -10,6 +10,8 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     partitions: 12                   # for topics created at start
     replication: 1
     max_records: 10000               # records per batch
+    seal_every: 60                   # seconds between sealings of old rows to Parquet (0: never), so
+    seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
@@ -62,6 +64,11 @@ def _int(low: int, high: int) -> Any:
     return check
 
 
+def _seconds(v: Any) -> str | None:
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
+    return None if ok else "must be a number of seconds ≥ 0"
+
+
 KEYS = {
     "bootstrap": _str,
     "db": _str,
@@ -70,6 +77,8 @@ KEYS = {
     "partitions": _int(1, 10_000),
     "replication": _int(1, 100),
     "max_records": _int(1, 1_000_000),
+    "seal_every": _seconds,
+    "seal_horizon": _seconds,
     "http": None,  # a mapping, checked below
 }
 REQUIRED = ("bootstrap", "db")
@@ -138,6 +147,8 @@ def load_config(path: Path) -> tuple[Any, str, int]:
         partitions=data.get("partitions", 12),
         replication=data.get("replication", 1),
         max_records=data.get("max_records", 10_000),
+        seal_every=float(data.get("seal_every", 60.0)),
+        seal_horizon=float(data.get("seal_horizon", 300.0)),
     )
     return settings, http.get("listen", DEFAULT_LISTEN), http.get("port", DEFAULT_PORT)
 
