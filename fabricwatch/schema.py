@@ -310,21 +310,8 @@ def check_header(m: Message) -> KindSpec:
         raise SchemaError(f"ts {m.ts!r} is not seconds since the epoch")
     if m.seq < 0:
         raise SchemaError(f"seq {m.seq} is negative")
-    n = None
-    columns = _COLUMN_BY_NAME[m.kind]
-    for name, values in m.rows.items():
-        if type(values) is bytes:
-            col = columns.get(name)
-            if col is None or col.type == "str" or len(values) % 8:
-                raise SchemaError(f"column {name!r}: packed bytes are only for numeric columns", "structure")
-            length = len(values) // 8
-        else:
-            length = len(values)
-        if n is None:
-            n = length
-        elif length != n:
-            raise SchemaError(f"column {name!r} has {length} values, others have {n}")
-    if n is not None and n > MAX_ROWS:
+    n = row_count(m)  # every column's length is checked against this in to_table, as arrays
+    if n > MAX_ROWS:
         raise SchemaError(f"{n} rows, more than the {MAX_ROWS} a message may hold")
     for key in spec.keys:
         if n and key.name not in m.rows:
@@ -447,16 +434,17 @@ def to_table(kind: str, messages: list[Message]) -> Batch:
 
 
 class _RowError(SchemaError):
-    def __init__(self, message_index: int, reason: str) -> None:
-        super().__init__(reason, "value")
+    def __init__(self, message_index: int, reason: str, code: str = "value") -> None:
+        super().__init__(reason, code)
         self.message_index = message_index
 
 
 def _build(spec: KindSpec, messages: list[Message]) -> tuple[pa.Table, int]:
+    rows_of = [m.rows for m in messages]
     counts = [row_count(m) for m in messages]
     total = sum(counts)
-    known = {c.name for c in spec.columns}
-    unknown = sum(1 for m in messages for name in m.rows if name not in known)
+    known = _COLUMN_BY_NAME[spec.kind].keys()
+    unknown = sum(map(len, (r.keys() - known for r in rows_of)))
     ts = np.repeat(np.array([m.ts for m in messages], dtype=np.float64), counts)
     arrays: dict[str, pa.Array] = {
         "ts": pa.array(np.round(ts * 1e6).astype("int64"), pa.int64()).cast(pa.timestamp("us")),
@@ -465,11 +453,18 @@ def _build(spec: KindSpec, messages: list[Message]) -> tuple[pa.Table, int]:
             pa.array([m.source for m in messages], pa.string()),
         ).cast(pa.string()),
     }
+    counts_arr = np.array(counts, dtype=np.int64)
     for col in spec.columns:
-        columns = [m.rows.get(col.name) for m in messages]
-        if col.type != "str" and all(c is None or isinstance(c, bytes) for c in columns):
-            arr = _packed_array(col, columns, counts)
+        columns = [r.get(col.name) for r in rows_of]
+        types = set(map(type, columns))
+        _check_lengths(col, columns, types, counts_arr)
+        if col.type != "str" and types <= _PACKED_TYPES:
+            arr = _packed_array(col, columns, counts, has_nulls=type(None) in types)
         else:
+            if col.type == "str" and bytes in types:
+                raise _RowError(
+                    types_index(columns, bytes), f"column {col.name!r}: packed bytes in a string column", "structure"
+                )
             values: list[Any] = []
             for column, n in zip(columns, counts, strict=True):
                 if column is None:
@@ -494,11 +489,47 @@ def _build(spec: KindSpec, messages: list[Message]) -> tuple[pa.Table, int]:
     return pa.Table.from_arrays(list(arrays.values()), schema=table_schema(spec.kind)), unknown
 
 
-def _packed_array(col: Column, columns: list[bytes | None], counts: list[int]) -> pa.Array:
+_PACKED_TYPES = {bytes, type(None)}
+
+
+def _values_in(column: Any, rows: int) -> int:
+    """How many values a column holds (-1 for packed bytes that are not whole 8-byte values)."""
+    if column is None:
+        return rows
+    if type(column) is bytes:
+        return len(column) // 8 if not len(column) % 8 else -1
+    return len(column)
+
+
+def _check_lengths(col: Column, columns: list[Any], types: set[type], counts: np.ndarray) -> None:
+    """Every message's column has as many values as its rows (8 bytes a value when packed)."""
+    if len(types) == 1 and type(None) not in types:
+        lens = np.fromiter(map(len, columns), np.int64, len(columns))
+        if bytes in types:
+            torn = lens % 8 != 0
+            lens //= 8
+            lens[torn] = -1
+    else:
+        lens = np.array([_values_in(c, n) for c, n in zip(columns, counts.tolist(), strict=True)], dtype=np.int64)
+    bad = np.flatnonzero(lens != counts)
+    if len(bad):
+        i = int(bad[0])
+        got = "a torn packed column" if lens[i] < 0 else f"{lens[i]} values"
+        raise _RowError(i, f"column {col.name!r} has {got}, the message has {counts[i]} rows", "structure")
+
+
+def types_index(columns: list[Any], wanted: type) -> int:
+    return next(i for i, c in enumerate(columns) if type(c) is wanted)
+
+
+def _packed_array(col: Column, columns: list[bytes | None], counts: list[int], has_nulls: bool) -> pa.Array:
     """Packed columns of many messages → one Arrow array, without touching each value in Python."""
     dtype = _PACKED_DTYPE[col.type]
-    null = np.array([np.nan if col.type == "float" else INT_NULL], dtype=dtype).tobytes()
-    data = b"".join(c if c is not None else null * n for c, n in zip(columns, counts, strict=True))
+    if has_nulls:
+        null = np.array([np.nan if col.type == "float" else INT_NULL], dtype=dtype).tobytes()
+        data = b"".join(c if c is not None else null * n for c, n in zip(columns, counts, strict=True))
+    else:
+        data = b"".join(columns)  # type: ignore[arg-type]
     arr = np.frombuffer(data, dtype=dtype)
     if col.type == "float":
         return pa.array(arr, type=pa.float64(), from_pandas=True)

@@ -122,7 +122,6 @@ def test_bad_values_are_rejected_with_reason_and_good_messages_kept(message, rea
         ({"ts": float("inf")}, "not seconds since the epoch"),
         ({"source": ""}, "source must be"),
         ({"seq": -1}, "seq -1 is negative"),
-        ({"rows": {"device": ["a", "b"], "temp_c": [1.0]}}, "has 1 values, others have 2"),
         ({"rows": {"temp_c": [1.0]}}, "key column 'device' missing"),
     ],
 )
@@ -139,6 +138,21 @@ def test_header_problems(patch, reason):
 def test_undecodable_bytes(data, reason):
     with pytest.raises(SchemaError, match=reason):
         schema.decode(data)
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ({"device": ["a", "b"], "temp_c": [1.0]}, "column 'temp_c' has 1 values, the message has 2 rows"),
+        ({"device": ["a", "b"], "temp_c": b"\x00" * 12}, "column 'temp_c' has a torn packed column"),
+        ({"device": b"\x00" * 16}, "packed bytes in a string column"),
+    ],
+)
+def test_columns_of_different_lengths_are_rejected(rows, reason):
+    bad = schema.make("gpu", "node9", 1764400000.0, 1, rows)
+    batch = schema.to_table("gpu", [_gpu(), bad, _gpu("node001")])
+    assert [(i, e.code) for i, e in batch.rejected] == [(1, "structure")]
+    assert reason in str(batch.rejected[0][1]) and batch.table.num_rows == 4
 
 
 def test_unknown_columns_are_counted_not_stored():
