@@ -197,7 +197,9 @@ class LocalBroker:
         """KRaft storage, once per data directory (a restart keeps its data)."""
         if (self.data_dir / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: a leading '-' reads as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         argv = self._jvm(
             "kafka.tools.StorageTool",
             "format",
