@@ -8,7 +8,6 @@ import pytest
 
 from fabricwatch import topology
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.collectors.conftest import jsonl
-from tests.conftest import GOLDEN, SHARED_DATA
+from tests.conftest import GOLDEN
 
-A100 = (SHARED_DATA / "nvidia-smi" / "a100-sxm4-v12.xml").read_text()
+A100 = (GOLDEN / "nvidia-smi" / "a100-sxm4-v12" / "nvidia-smi-q-x.xml").read_text()
 
 CASES = [
     # (source, file content, extra args, words the error line must hold)

@@ -14,7 +14,7 @@ from collectors.toolsource import Options
 from fabricwatch import schema
 from fabricwatch.errors import InputError
 from tests.collectors.fake_pynvml import A100, T4, FakeNvml
-from tests.conftest import SHARED_DATA
+from tests.conftest import GOLDEN
 
 TS = 1764400000.0
 
@@ -48,7 +48,7 @@ def test_recorded_readings_become_gpu_rows():
 @pytest.mark.parametrize(("xml", "gpu"), [("a100-sxm4-v12.xml", A100), ("tesla-t4.xml", T4)])
 def test_nvml_and_nvidia_smi_agree_on_the_same_gpu(xml, gpu):
     """nvidia-smi prints NVML's values: both sources must make the same row (nvidia-smi has no XID)."""
-    text = (SHARED_DATA / "nvidia-smi" / xml).read_text()
+    text = (GOLDEN / "nvidia-smi" / xml.removesuffix(".xml") / "nvidia-smi-q-x.xml").read_text()
     (smi,) = rows(nvidia_smi.parse_xml(text, "node007", TS))
     (nvml,) = rows(NvmlReader(FakeNvml([gpu]), "node007").read(TS))
     assert smi.pop("xid") is None and nvml.pop("xid") == 0
