@@ -48,7 +48,7 @@ from fabricwatch import schema
 from fabricwatch.topology import Topology, generate
 from stream.bus import Outgoing
 from stream.kafka import DEFAULT_COMPRESSION, KafkaBus
-from stream.keys import outgoing
+from stream.keys import outgoing_batched
 from stream.localbroker import LocalBroker
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
@@ -59,11 +59,11 @@ def supernode_scrapes(topology: Topology, seconds: int, seed: int = 3) -> list[l
     from collectors.sim import Simulator
 
     sim = Simulator(topology, seed=seed, interval=1.0)
-    return [[r for m in sim.step() for r in outgoing(m, topology)] for _ in range(seconds)]
+    return [outgoing_batched(sim.step(), topology) for _ in range(seconds)]
 
 
 def rows_of(records: list[Outgoing]) -> int:
-    return sum(schema.row_count(schema.decode(r.value)) for r in records)
+    return sum(schema.record_rows(r.value) for r in records)
 
 
 @contextlib.contextmanager
@@ -217,9 +217,9 @@ def samples_of(records: list[Outgoing]) -> int:
     """Values carried: per message, rows × its value columns (keys, ts and source are not samples)."""
     total = 0
     for r in records:
-        m = schema.decode(r.value)
-        keys = {c.name for c in schema.KINDS[m.kind].keys}
-        total += schema.row_count(m) * sum(1 for name in m.rows if name not in keys)
+        for m in schema.record_messages(r.value):
+            keys = {c.name for c in schema.KINDS[m.kind].keys}
+            total += schema.row_count(m) * sum(1 for name in m.rows if name not in keys)
     return total
 
 
@@ -401,10 +401,10 @@ def duckdb_arrow_rate(batches: list[list[Outgoing]], tmp: Path) -> float:
 
     from stream.store import _kind_ddl
 
-    by_kind: dict[str, list[schema.Message]] = {}
+    by_kind: dict[str, list[schema.Message | schema.MessageBatch]] = {}
     for b in batches:
         for r in b:
-            m = schema.decode(r.value)
+            m = schema.decode_record(r.value)
             by_kind.setdefault(m.kind, []).append(m)
     tables = {k: schema.to_table(k, ms).table for k, ms in by_kind.items()}
     rows = sum(t.num_rows for t in tables.values())

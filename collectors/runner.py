@@ -28,7 +28,8 @@ from fabricwatch import schema
 from fabricwatch.clock import Clock
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
-from stream.bus import Bus, Outgoing
+from stream.bus import Bus
+from stream.keys import batch_records
 
 Keyer = Callable[[Message], list[tuple[str, Message]]]
 
@@ -43,18 +44,15 @@ class Sink(Protocol):
 
 
 class BusSink:
-    """Produces each message to ``fabricwatch.telemetry.<kind>`` keyed by fault domain, then flushes."""
+    """Produces a scrape's messages to ``fabricwatch.telemetry.<kind>`` keyed by fault domain (one record
+    per kind and key: stream.keys.batch_records), then flushes."""
 
     def __init__(self, bus: Bus, keyer: Keyer = key_by_source) -> None:
         self.bus = bus
         self.keyer = keyer
 
     def send(self, messages: list[Message]) -> None:
-        records = [
-            Outgoing(schema.topic_of(part.kind), key, schema.encode(part), part.ts)
-            for m in messages
-            for key, part in self.keyer(m)
-        ]
+        records = batch_records((key, part) for m in messages for key, part in self.keyer(m))
         if records:
             self.bus.produce(records)
             self.bus.flush()

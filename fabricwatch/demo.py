@@ -19,7 +19,7 @@ from fabricwatch.incident import Incident
 from fabricwatch.score import Score, score
 from fabricwatch.topology import Topology
 from stream.bus import Bus, MemoryBus, Outgoing
-from stream.keys import outgoing
+from stream.keys import outgoing_batched
 from stream.metrics import PipelineMetrics
 from stream.processor import Processor
 from stream.store import Store
@@ -114,8 +114,8 @@ def run_demo(
             messages += len(batch)
             if isinstance(bus, MemoryBus):
                 bus.produce(Outgoing(schema.topic_of(m.kind), m.source, schema.encode(m), m.ts) for m in batch)
-            else:  # a partitioned bus: key by fault domain, as collectors do (DESIGN §1)
-                bus.produce(record for m in batch for record in outgoing(m, topology))
+            else:  # a partitioned bus: key by fault domain and batch per key, as collectors do (DESIGN §1)
+                bus.produce(outgoing_batched(batch, topology))
             bus.flush()
             while records := bus.poll(max_records=50_000, timeout_s=0.0):
                 processor.handle(records)

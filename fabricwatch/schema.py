@@ -187,6 +187,7 @@ class SchemaError(ValueError):
     def __init__(self, reason: str, code: str = "schema") -> None:
         super().__init__(reason)
         self.code = code
+        self.message: Message | None = None  # set when the rejected message came inside a batch record
 
 
 class Message(msgspec.Struct, array_like=False):
@@ -200,9 +201,33 @@ class Message(msgspec.Struct, array_like=False):
     rows: dict[str, list[Any] | bytes]  # bytes: a packed numeric column (see the module docstring)
 
 
+BATCH_SCHEMA = "fabricwatch.batch/v1"
+
+
+class MessageBatch(msgspec.Struct, array_like=True):
+    """Several messages of one kind in one bus record, columnar (a bus encoding, not a new schema).
+
+    A collector that serves many sources (a gateway, the simulator) sends, per scrape, one record per
+    bus key instead of one per message: the per-record cost of Kafka and of decoding is paid once for
+    dozens of messages. ``source``, ``ts``, ``seq`` and ``counts`` (rows per message) hold one entry per
+    message; ``rows`` holds the messages' rows one after another. It travels as a MessagePack array, a
+    single message as a map, so a reader tells them apart by the first byte.
+    """
+
+    schema: str
+    kind: str
+    source: list[str]
+    ts: list[float]
+    seq: list[int]
+    counts: list[int]
+    rows: dict[str, list[Any] | bytes]
+
+
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(Message)
+_BATCH_DECODER = msgspec.msgpack.Decoder(MessageBatch)
 _JSON_DECODER = msgspec.json.Decoder(Message)
+_MSGPACK_ARRAY_FIRST = {*range(0x90, 0xA0), 0xDC, 0xDD}
 INT_NULL = -(2**63)
 _PACKED_DTYPE = {"float": np.dtype("<f8"), "int": np.dtype("<i8")}
 
@@ -277,6 +302,94 @@ def decode(data: bytes) -> Message:
         raise SchemaError(f"undecodable: {exc}", "undecodable") from None
     check_header(message)
     return message
+
+
+def encode_batch(messages: list[Message]) -> bytes:
+    """Messages of one kind → one bus record (one message stays a plain message)."""
+    if len(messages) == 1:
+        return encode(messages[0])
+    kind = messages[0].kind
+    spec = KINDS[kind]
+    counts = [row_count(m) for m in messages]
+    names = [c.name for c in spec.columns if any(c.name in m.rows for m in messages)]
+    rows: dict[str, list[Any] | bytes] = {}
+    for name in names:
+        values: list[Any] = []
+        for m, n in zip(messages, counts, strict=True):
+            column = m.rows.get(name)
+            if column is None:
+                values.extend([None] * n)
+            else:
+                values.extend(_unpacked(spec.column(name), column) if isinstance(column, bytes) else column)
+        rows[name] = _pack(spec.column(name), values)
+    batch = MessageBatch(
+        BATCH_SCHEMA, kind, [m.source for m in messages], [m.ts for m in messages], [m.seq for m in messages],
+        counts, rows,
+    )  # fmt: skip
+    return _ENCODER.encode(batch)
+
+
+def decode_record(data: bytes) -> Message | MessageBatch:
+    """A bus record → one message (:func:`decode`) or a batch of them, structurally checked."""
+    if not data or data[0] not in _MSGPACK_ARRAY_FIRST:
+        return decode(data)
+    try:
+        batch = _BATCH_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(f"wrong structure: {exc}", "structure") from None
+    except msgspec.DecodeError as exc:
+        raise SchemaError(f"undecodable: {exc}", "undecodable") from None
+    check_batch_header(batch)
+    return batch
+
+
+def check_batch_header(b: MessageBatch) -> KindSpec:
+    if b.schema != BATCH_SCHEMA:
+        raise SchemaError(f"schema is {b.schema!r}, expected {BATCH_SCHEMA!r}")
+    spec = KINDS.get(b.kind)
+    if spec is None:
+        raise SchemaError(f"unknown kind {b.kind!r} (known: {', '.join(KINDS)})")
+    n = len(b.counts)
+    if not n or not (len(b.source) == len(b.ts) == len(b.seq) == n):
+        raise SchemaError("a batch needs source, ts, seq and counts for each of its messages", "structure")
+    if not all(b.source) or max(map(len, b.source)) > 256:
+        raise SchemaError("every source must be a non-empty string of at most 256 characters")
+    ts = np.array(b.ts, dtype=np.float64)
+    if not (np.isfinite(ts).all() and (ts > TS_MIN).all() and (ts < TS_MAX).all()):
+        raise SchemaError("a ts is not seconds since the epoch")
+    if min(b.seq) < 0 or min(b.counts) < 0:
+        raise SchemaError("seq and counts must be ≥ 0")
+    if sum(b.counts) > MAX_ROWS:
+        raise SchemaError(f"{sum(b.counts)} rows, more than the {MAX_ROWS} a record may hold")
+    for key in spec.keys:
+        if sum(b.counts) and key.name not in b.rows:
+            raise SchemaError(f"key column {key.name!r} missing")
+    return spec
+
+
+def explode(b: MessageBatch) -> list[Message]:
+    """A batch → its messages (packed columns stay packed), to judge them one by one."""
+    out, start = [], 0
+    for source, ts, seq, n in zip(b.source, b.ts, b.seq, b.counts, strict=True):
+        rows = {
+            name: values[8 * start : 8 * (start + n)] if isinstance(values, bytes) else values[start : start + n]
+            for name, values in b.rows.items()
+        }
+        out.append(Message(SCHEMA, b.kind, source, ts, seq, rows))
+        start += n
+    return out
+
+
+def record_messages(data: bytes) -> list[Message]:
+    """The messages in a bus record (a message or a batch), for inspection and tests."""
+    record = decode_record(data)
+    return explode(record) if isinstance(record, MessageBatch) else [record]
+
+
+def record_rows(data: bytes) -> int:
+    """Rows in a bus record (a message or a batch)."""
+    record = decode_record(data)
+    return sum(record.counts) if isinstance(record, MessageBatch) else row_count(record)
 
 
 def from_dict(value: Any) -> Message:
@@ -408,11 +521,12 @@ def table_schema(kind: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def to_table(kind: str, messages: list[Message]) -> Batch:
-    """Validate messages of one kind (headers already checked) into one Arrow table.
+def to_table(kind: str, messages: list[Message | MessageBatch]) -> Batch:
+    """Validate messages (or batches) of one kind, headers already checked, into one Arrow table.
 
     Columns are joined across messages and checked as arrays; when anything fails, the messages are
     checked one by one so that only the bad ones are rejected (the slow path is for bad batches only).
+    A rejected message from inside a batch comes with ``error.message`` set to that message.
     """
     spec = KINDS[kind]
     try:
@@ -421,12 +535,20 @@ def to_table(kind: str, messages: list[Message]) -> Batch:
     except SchemaError:
         pass
     good_tables, rejected, unknown = [], [], 0
-    for i, m in enumerate(messages):
+    for i, part in enumerate(messages):
         try:
-            t, u = _build(spec, [m])
+            t, u = _build(spec, [part])
         except SchemaError as exc:
-            rejected.append((i, exc))
-            continue
+            if not isinstance(part, MessageBatch):
+                rejected.append((i, exc))
+                continue
+            parts = explode(part)
+            inner = to_table(kind, parts)  # type: ignore[arg-type]
+            for j, error in inner.rejected:
+                error.message = parts[j]
+                error.args = (f"message {j} of a batch record: {error}",)
+                rejected.append((i, error))
+            t, u = inner.table, inner.unknown_columns
         good_tables.append(t)
         unknown += u
     table = pa.concat_tables(good_tables) if good_tables else table_schema(kind).empty_table()
@@ -439,18 +561,36 @@ class _RowError(SchemaError):
         self.message_index = message_index
 
 
-def _build(spec: KindSpec, messages: list[Message]) -> tuple[pa.Table, int]:
+def _build(spec: KindSpec, messages: list[Message | MessageBatch]) -> tuple[pa.Table, int]:
+    """One table from many parts (a message, or a batch of them); errors name the part."""
     rows_of = [m.rows for m in messages]
-    counts = [row_count(m) for m in messages]
-    total = sum(counts)
+    sources: list[str] = []
+    stamps: list[float] = []
+    seqs: list[int] = []
+    per_message: list[int] = []  # rows of each message
+    counts: list[int] = []  # rows of each part
+    for m in messages:
+        if isinstance(m, MessageBatch):
+            sources += m.source
+            stamps += m.ts
+            seqs += m.seq
+            per_message += m.counts
+            counts.append(sum(m.counts))
+        else:
+            n = row_count(m)
+            sources.append(m.source)
+            stamps.append(m.ts)
+            seqs.append(m.seq)
+            per_message.append(n)
+            counts.append(n)
     known = _COLUMN_BY_NAME[spec.kind].keys()
     unknown = sum(map(len, (r.keys() - known for r in rows_of)))
-    ts = np.repeat(np.array([m.ts for m in messages], dtype=np.float64), counts)
+    ts = np.repeat(np.array(stamps, dtype=np.float64), per_message)
     arrays: dict[str, pa.Array] = {
         "ts": pa.array(np.round(ts * 1e6).astype("int64"), pa.int64()).cast(pa.timestamp("us")),
         "source": pa.DictionaryArray.from_arrays(
-            pa.array(np.repeat(np.arange(len(messages), dtype=np.int32), counts)),
-            pa.array([m.source for m in messages], pa.string()),
+            pa.array(np.repeat(np.arange(len(sources), dtype=np.int32), per_message)),
+            pa.array(sources, pa.string()),
         ).cast(pa.string()),
     }
     counts_arr = np.array(counts, dtype=np.int64)
@@ -484,8 +624,7 @@ def _build(spec: KindSpec, messages: list[Message]) -> tuple[pa.Table, int]:
             value = arr[first].as_py()
             raise _RowError(mi, f"column {col.name!r} row {row}: {value!r} outside [{col.low:g}, {col.high:g}]")
         arrays[col.name] = arr
-    arrays["seq"] = pa.array(np.repeat(np.array([m.seq for m in messages], dtype=np.int64), counts))
-    assert len(arrays["seq"]) == total
+    arrays["seq"] = pa.array(np.repeat(np.array(seqs, dtype=np.int64), per_message))
     return pa.Table.from_arrays(list(arrays.values()), schema=table_schema(spec.kind)), unknown
 
 

@@ -13,10 +13,11 @@ not a duplicate). Rows keep their order within each part; parts come in order of
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import itemgetter
 
 from fabricwatch import topology as topo
-from fabricwatch.schema import KINDS, Message, encode, make, topic_of
+from fabricwatch.schema import KINDS, Message, encode, encode_batch, make, topic_of
 from stream.bus import Outgoing
 
 
@@ -70,3 +71,22 @@ def outgoing(message: Message, topology: topo.Topology | None) -> list[Outgoing]
     if topology is None:
         return [Outgoing(topic, message.source, encode(message), message.ts)]
     return [Outgoing(topic, key, encode(part), part.ts) for key, part in split_by_fault_domain(message, topology)]
+
+
+def batch_records(parts: Iterable[tuple[str, Message]]) -> list[Outgoing]:
+    """One bus record per (kind, key) for what a collector sends at once: a collector serving many
+    sources pays Kafka's and the decoder's per-record cost once per key, not once per message."""
+    groups: dict[tuple[str, str], list[Message]] = {}
+    for key, part in parts:
+        groups.setdefault((part.kind, key), []).append(part)
+    return [
+        Outgoing(topic_of(kind), key, encode_batch(group), max(m.ts for m in group))
+        for (kind, key), group in groups.items()
+    ]
+
+
+def outgoing_batched(messages: Iterable[Message], topology: topo.Topology | None) -> list[Outgoing]:
+    """:func:`outgoing` for many messages at once, batched per (kind, fault domain)."""
+    if topology is None:
+        return batch_records((m.source, m) for m in messages)
+    return batch_records(part for m in messages for part in split_by_fault_domain(m, topology))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from detectors.base import Finding, Window
 from fabricwatch import schema
@@ -89,7 +90,7 @@ class Processor:
         """Validate and store one polled batch, then run every detection tick that became due."""
         result = HandleResult()
         offsets = dict(self.next_offsets)
-        by_kind: dict[str, list[tuple[schema.Message, Record]]] = defaultdict(list)
+        by_kind: dict[str, list[tuple[schema.Message | schema.MessageBatch, Record]]] = defaultdict(list)
         size = 0
         for r in records:
             tp = (r.topic, r.partition)
@@ -103,7 +104,8 @@ class Processor:
 
         tables: dict[str, pa.Table] = {}
         for kind, items in sorted(by_kind.items()):
-            self.metrics.received.labels(kind).inc(len(items))
+            messages = sum(len(m.counts) if isinstance(m, schema.MessageBatch) else 1 for m, _ in items)
+            self.metrics.received.labels(kind).inc(messages)
             batch = schema.to_table(kind, [m for m, _ in items])
             for i, exc in batch.rejected:
                 result.deadletters.append(_deadletter(items[i][1], exc))
@@ -126,8 +128,8 @@ class Processor:
             if self.engine is not None:  # only detection reads windows; ingest-only keeps nothing
                 self.buffer.add(kind, table)
             if table.num_rows:
-                newest = max(m.ts for m, _ in by_kind[kind])
-                oldest = min(m.ts for m, _ in by_kind[kind])
+                span = pc.min_max(table.column("ts").cast(pa.int64()))
+                oldest, newest = span["min"].as_py() / 1e6, span["max"].as_py() / 1e6
                 if self.watermark is None or newest > self.watermark:
                     self.watermark = newest
                 if self.earliest is None or oldest < self.earliest:
@@ -137,13 +139,13 @@ class Processor:
         result.incidents = self._run_due(final=False)
         return result
 
-    def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | None:
+    def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
         if len(r.value) > MAX_MESSAGE_BYTES:
             reason = f"{len(r.value)} bytes, over the {MAX_MESSAGE_BYTES} a message may have"
             deadletters.append(_deadletter(r, SchemaError(reason, "too_large")))
             return None
         try:
-            message = schema.decode(r.value)
+            message = schema.decode_record(r.value)
         except SchemaError as exc:
             deadletters.append(_deadletter(r, exc))
             return None
@@ -228,4 +230,6 @@ class Processor:
 
 
 def _deadletter(r: Record, exc: SchemaError) -> DeadLetter:
-    return DeadLetter(r.topic, r.partition, r.offset, r.key, r.value, str(exc), exc.code, r.ts)
+    """The record's own bytes, or, for one bad message inside a batch record, that message alone."""
+    value = r.value if exc.message is None else schema.encode(exc.message)
+    return DeadLetter(r.topic, r.partition, r.offset, r.key, value, str(exc), exc.code, r.ts)

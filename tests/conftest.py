@@ -5,8 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from fabricwatch import topology
+
+# Tests assert behaviour, never wall time: no per-example deadline on this shared, noisy machine.
+settings.register_profile("fabricwatch", deadline=None)
+settings.load_profile("fabricwatch")
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

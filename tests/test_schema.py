@@ -173,3 +173,50 @@ def test_json_messages_from_other_producers_are_accepted():
     assert schema.decode(data) == m
     with pytest.raises(SchemaError, match="undecodable"):
         schema.decode(b'{"schema": ')
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(KINDS)).flatmap(lambda kind: st.lists(messages(kind), min_size=1, max_size=5)))
+def test_a_batch_record_stores_exactly_what_its_messages_would(ms):
+    record = schema.decode_record(schema.encode_batch(ms))
+    assert schema.record_rows(schema.encode_batch(ms)) == sum(schema.row_count(m) for m in ms)
+    got, want = schema.to_table(ms[0].kind, [record]), schema.to_table(ms[0].kind, ms)
+    assert got.rejected == [] and got.table.equals(want.table)
+    if len(ms) > 1:
+        assert [schema.unpack(m) for m in schema.explode(record)] == [_full_columns(m, record) for m in ms]
+
+
+def _full_columns(m: schema.Message, record: schema.MessageBatch) -> schema.Message:
+    """A message as a batch gives it back: every column any message of the batch had, nulls filled in."""
+    n = schema.row_count(m)
+    rows = {name: list(m.rows.get(name, [None] * n)) for name in record.rows}
+    return schema.make(m.kind, m.source, m.ts, m.seq, rows)
+
+
+def test_a_bad_message_inside_a_batch_is_set_aside_alone():
+    good, bad = _gpu("node001"), _gpu("node002", temp_c=[1e300, 50.0])
+    record = schema.decode_record(schema.encode_batch([good, bad, _gpu("node003")]))
+    assert isinstance(record, schema.MessageBatch)
+    result = schema.to_table("gpu", [_gpu(), record])
+    assert result.table.num_rows == 6
+    ((index, error),) = result.rejected
+    assert index == 1 and error.code == "value" and "message 1 of a batch record" in str(error)
+    assert error.message.source == "node002"
+
+
+@pytest.mark.parametrize(
+    ("patch", "reason"),
+    [
+        ({"counts": []}, "for each of its messages"),
+        ({"source": ["a"], "ts": [1.7e9, 1.7e9]}, "for each of its messages"),
+        ({"ts": [float("nan"), 1.7e9]}, "not seconds since the epoch"),
+        ({"kind": "toaster"}, "unknown kind"),
+        ({"schema": "fabricwatch.batch/v0"}, "schema is"),
+    ],
+)
+def test_bad_batch_headers(patch, reason):
+    raw = msgspec.msgpack.decode(schema.encode_batch([_gpu("a"), _gpu("b")]))
+    fields = ["schema", "kind", "source", "ts", "seq", "counts", "rows"]
+    value = dict(zip(fields, raw, strict=True)) | patch
+    with pytest.raises(SchemaError, match=reason):
+        schema.decode_record(msgspec.msgpack.encode([value[f] for f in fields]))

@@ -43,7 +43,8 @@ def test_simulated_collector_to_processor_through_kafka(kafka, tmp_path, process
         port: r.partition
         for r in records
         if r.topic == schema.topic_of("optical")
-        for port in schema.decode(r.value).rows["port"]
+        for m in schema.record_messages(r.value)
+        for port in m.rows["port"]
     }
     host = [lk for lk in topo.links if lk.tier == "host"]
     assert all(partition_of[lk.a] == partition_of[lk.b] for lk in host)
@@ -58,5 +59,5 @@ def test_simulated_collector_to_processor_through_kafka(kafka, tmp_path, process
     ((deadletters,),) = con.execute("SELECT count(*) FROM deadletters").fetchall()
     con.close()
     stored = sum(counts.values())
-    expected = sum(schema.row_count(schema.decode(r.value)) for r in records)
+    expected = sum(schema.record_rows(r.value) for r in records)
     assert stored == expected and all(counts.values()) and deadletters == 0

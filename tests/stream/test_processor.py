@@ -155,3 +155,15 @@ def test_one_batch_spanning_many_ticks_runs_every_tick_from_the_start(store):
     p = Processor(schema_topology(), store, clock=VirtualClock(), engine=engine, grace_s=1.0)
     p.handle([rec(gpu_message(t, i), i) for i, t in enumerate(range(0, 60, 5))])
     assert [c[1] - T0 for c in engine.calls] == [10.0, 20.0, 30.0, 40.0, 50.0]
+
+
+def test_a_batch_record_is_stored_and_its_one_bad_message_dead_lettered_alone(store):
+    p = Processor(schema_topology(), store, clock=VirtualClock())
+    bad = gpu_message(5, 2, temp=float("inf"))
+    record = Record("fabricwatch.telemetry.gpu", "node000", schema.encode_batch([gpu_message(0, 1), bad]), T0, 0, 0)
+    result = p.handle([record])
+    assert store.count("gpu") == 2
+    (dead,) = result.deadletters
+    assert dead.code == "value" and dead.reason.startswith("message 1 of a batch record")
+    assert schema.unpack(schema.decode(dead.value)) == bad  # the bad message alone, not the whole record
+    assert p.metrics.registry.get_sample_value("fabricwatch_received_messages_total", {"kind": "gpu"}) == 2
