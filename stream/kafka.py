@@ -217,6 +217,8 @@ class KafkaBus(Bus):
         self.on_assign = on_assign
         self.on_revoke = on_revoke
         self._notice = notice if notice is not None else sys.stderr
+        self.poll_failures = 0
+        self._poll_down = False
         self._consumer_config = consumer_config or {}
         self.stats = ProducerStats()
         self.acked_end: dict[TopicPartition, int] = {}  # next offset after the last acknowledged record
@@ -506,8 +508,23 @@ class KafkaBus(Bus):
         self._consumer.subscribe(list(topics), listener=_Listener(self))
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
+        """The next records; while the broker is away an empty list (said once, counted), never a raise:
+        kafka-python's consumer reconnects by itself, so the caller just polls again."""
         consumer = self._need_consumer()
-        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        try:
+            batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except kerr.KafkaError as exc:
+            if not _transient(exc):
+                raise
+            self.poll_failures += 1
+            if not self._poll_down:
+                self._say(f"cannot fetch from {self.bootstrap} ({_why(exc)}); retrying")
+                self._poll_down = True
+            time.sleep(min(max(timeout_s, 0.1), BACKOFF_MAX_S))
+            return []
+        if self._poll_down:
+            self._say(f"fetching from {self.bootstrap} again")
+            self._poll_down = False
         if self._to_settle or self._settle_empty:
             self._settle()
         out: list[Record] = []
@@ -537,6 +554,11 @@ class KafkaBus(Bus):
         except (kerr.CommitFailedError, kerr.RebalanceInProgressError, kerr.IllegalStateError) as exc:
             self.commit_failures += 1
             log.warning("commit refused (%s); the stored offsets remain authoritative", _why(exc))
+        except kerr.KafkaError as exc:
+            if not _transient(exc):
+                raise
+            self.commit_failures += 1
+            log.warning("commit failed, broker away (%s); the stored offsets remain authoritative", _why(exc))
 
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         """Seek assigned partitions now; others when they are assigned (once)."""
@@ -667,6 +689,11 @@ def reachable(bootstrap: str, timeout_s: float = 2.0) -> None:
         except OSError as exc:
             problems.append(f"{address.strip()}: {exc.strerror or exc}")
     raise KafkaUnavailable(f"broker {bootstrap} cannot be reached ({'; '.join(problems)})")
+
+
+def _transient(exc: BaseException) -> bool:
+    """A broker or coordinator away for now (the client reconnects), not a bug or a bad request."""
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, kerr.NoBrokersAvailable)
 
 
 def _why(exc: BaseException) -> str:

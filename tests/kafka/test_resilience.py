@@ -120,3 +120,26 @@ def test_a_20_s_outage_loses_only_what_overflows_the_buffer_and_processing_resum
     ((newest,),) = con.execute("SELECT max(seq) FROM gpu").fetchall()
     con.close()
     assert newest == sent_seqs[-1]
+
+
+def test_a_consumer_polling_through_an_outage_never_raises(own_broker) -> None:
+    """kafka-python can raise a connection error out of poll() while the broker is away (a metadata
+    refresh failing at the wrong moment); the bus turns that into empty polls, said once, so a
+    processing loop lives through the outage instead of dying in its thread."""
+    notice = io.StringIO()
+    producer = KafkaBus(own_broker.bootstrap, partitions=2)
+    consumer = KafkaBus(own_broker.bootstrap, group_id="through-outage", notice=notice)
+    consumer.subscribe([topic_of("gpu")])
+    producer.produce(gpu_records(2, nodes=2))
+    producer.flush(30)
+    assert len(drain(consumer, 2)) == 2
+    own_broker.stop()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        assert consumer.poll(timeout_s=0.5) == []  # raises here without the fix
+    own_broker.start()
+    producer.produce(gpu_records(2, nodes=2, first_seq=2))
+    producer.flush(60)
+    assert len(drain(consumer, 2, timeout_s=90)) == 2  # and it reads again once the broker is back
+    producer.close()
+    consumer.close()
