@@ -197,6 +197,9 @@ class Processor:
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             self.buffer.evict(tick - self.engine.window_s - self.engine.every_s)
+        for error in getattr(self.engine, "errors", ()):  # one detector failing; the others ran
+            self.metrics.errors.labels("detect").inc()
+            log.warning("detection tick at %.0f: detector %s", tick, error)
         findings = [(now, f) for f in self.engine.findings]
         self.store.write_batch(findings=findings, incidents=changed)
         for incident in changed:

@@ -167,3 +167,16 @@ def test_a_batch_record_is_stored_and_its_one_bad_message_dead_lettered_alone(st
     assert dead.code == "value" and dead.reason.startswith("message 1 of a batch record")
     assert schema.unpack(schema.decode(dead.value)) == bad  # the bad message alone, not the whole record
     assert p.metrics.registry.get_sample_value("fabricwatch_received_messages_total", {"kind": "gpu"}) == 2
+
+
+def test_a_detector_failing_inside_the_engine_is_counted(store):
+    class OneDetectorFails(RecordingEngine):
+        def run(self, window, now):
+            self.errors = ["gpu_temp: ValueError: bad window"]
+            return super().run(window, now)
+
+    p = Processor(schema_topology(), store, clock=VirtualClock(), engine=OneDetectorFails())
+    for i in range(4):
+        p.handle([rec(gpu_message(i * 10, i), i)])
+    assert p.metrics.registry.get_sample_value("fabricwatch_errors_total", {"stage": "detect"}) >= 2
+    assert store.count("gpu") == 8
