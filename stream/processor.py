@@ -13,6 +13,7 @@ live processor would have run it; that makes replayed ``detected_at`` exact and 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -68,6 +69,7 @@ class Processor:
         metrics: PipelineMetrics | None = None,
         grace_s: float = 1.0,
         on_incident: Callable[[Incident], None] | None = None,
+        save_state_every_s: float | None = None,
     ) -> None:
         self.topology = topology
         self.store = store
@@ -83,6 +85,12 @@ class Processor:
         self._next_tick: float | None = None
         self._firing_labels: dict[str, tuple[str, ...]] = {}
         self.rows_stored = 0
+        # Baselines and open incidents survive a restart: the engine's state is saved with a tick's
+        # findings every ``save_state_every_s`` of telemetry time and restored here (STYLE item 5).
+        self.save_state_every_s = save_state_every_s
+        self._state_saved_at: float | None = None
+        if engine is not None and save_state_every_s is not None:
+            self._restore_engine()
 
     # --- ingest ---------------------------------------------------------------------------------
 
@@ -201,10 +209,45 @@ class Processor:
             self.metrics.errors.labels("detect").inc()
             log.warning("detection tick at %.0f: detector %s", tick, error)
         findings = [(now, f) for f in self.engine.findings]
-        self.store.write_batch(findings=findings, incidents=changed)
+        state = None
+        every = self.save_state_every_s
+        if every is not None and (self._state_saved_at is None or tick - self._state_saved_at >= every):
+            state = self._engine_state(now)
+            self._state_saved_at = tick
+        self.store.write_batch(findings=findings, incidents=changed, engine_state=state)
         for incident in changed:
             self._publish(incident)
         return changed
+
+    def save_state(self) -> None:
+        """Save the engine's state now (on shutdown), whatever the schedule."""
+        if self.engine is not None and self.save_state_every_s is not None:
+            state = self._engine_state(self.clock.now())
+            if state is not None:
+                self.store.write_batch(engine_state=state)
+
+    def _engine_state(self, now: float) -> tuple[float, str] | None:
+        snapshot = getattr(self.engine, "snapshot", None)
+        if snapshot is None:
+            return None
+        try:
+            return now, json.dumps(snapshot(), sort_keys=True, separators=(",", ":"))
+        except Exception:  # housekeeping: never stop detection for it
+            self.metrics.errors.labels("store").inc()
+            log.exception("saving the detection engine's state failed")
+            return None
+
+    def _restore_engine(self) -> None:
+        state = self.store.engine_state()
+        restore = getattr(self.engine, "restore", None)
+        if state is None or restore is None:
+            return
+        try:
+            restore(json.loads(state))
+        except Exception as exc:  # a state from another version: start learning afresh, say so
+            log.warning("detection state in %s not restored (%s); baselines are learnt again", self.store.path, exc)
+            return
+        log.info("detection state restored from %s", self.store.path)
 
     def _publish(self, incident: Incident) -> None:
         labels = (

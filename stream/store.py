@@ -64,6 +64,8 @@ _DDL = [
     """CREATE TABLE IF NOT EXISTS runbook_audit (
         ts TIMESTAMP, incident_id VARCHAR, runbook VARCHAR, action VARCHAR, argv VARCHAR[], target VARCHAR,
         approved_by VARCHAR, dry_run BOOLEAN, outcome VARCHAR, exit_code INTEGER, output VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS engine_state (
+        grp VARCHAR PRIMARY KEY, saved_at TIMESTAMP, state JSON)""",
     """CREATE TABLE IF NOT EXISTS consumer_offsets (
         grp VARCHAR, topic VARCHAR, "partition" INTEGER, next_offset BIGINT,
         PRIMARY KEY (grp, topic, "partition"))""",
@@ -105,8 +107,10 @@ class Store:
         deadletters: Iterable[DeadLetter] = (),
         findings: Iterable[tuple[float, Finding]] = (),
         incidents: Iterable[Incident] = (),
+        engine_state: tuple[float, str] | None = None,
     ) -> None:
-        """Store one batch atomically: rows of each kind, dead letters, findings, incidents, offsets."""
+        """Store one batch atomically: rows of each kind, dead letters, findings, incidents, offsets,
+        and, now and then, the detection engine's learnt state (``(saved_at, JSON)``)."""
         con = self.con
         con.begin()
         try:
@@ -116,6 +120,11 @@ class Store:
             self._insert_deadletters(list(deadletters))
             self._insert_findings(list(findings))
             self._upsert_incidents(list(incidents))
+            if engine_state is not None:
+                con.execute(
+                    "INSERT OR REPLACE INTO engine_state VALUES (?, make_timestamp(?), ?)",
+                    [self.group, round(engine_state[0] * 1e6), engine_state[1]],
+                )
             if offsets:
                 items = sorted(offsets.items())
                 self._insert_arrow(
@@ -213,6 +222,11 @@ class Store:
             'SELECT topic, "partition", next_offset FROM consumer_offsets WHERE grp = ?', [self.group]
         ).fetchall()
         return {(t, p): o for t, p, o in rows}
+
+    def engine_state(self) -> str | None:
+        """The detection engine's last saved state (JSON), so baselines survive a restart."""
+        row = self.con.execute("SELECT state FROM engine_state WHERE grp = ?", [self.group]).fetchone()
+        return None if row is None else row[0]
 
     def count(self, table: str) -> int:
         return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]

@@ -23,6 +23,7 @@ from fabricwatch.errors import InputError
 
 PROGRESS_EVERY_S = 30.0
 RETRY_MAX_S = 30.0
+SAVE_STATE_S = 300.0  # the detection engine's state is saved this often (telemetry time) and on stop
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +134,9 @@ class Service:
         except (duckdb.Error, OSError) as exc:
             raise InputError(str(settings.db), f"cannot open the DuckDB file: {_first_line(exc)}") from None
         self.metrics = PipelineMetrics(registry)
-        self.processor = Processor(topo, self.store, clock=WallClock(), engine=engine, metrics=self.metrics)
+        self.processor = Processor(
+            topo, self.store, clock=WallClock(), engine=engine, metrics=self.metrics, save_state_every_s=SAVE_STATE_S
+        )
 
     def run(self, stop: threading.Event) -> None:
         from stream.consume import ProcessingLoop
@@ -188,6 +191,7 @@ class Service:
 
     def close(self) -> None:
         self.ready = False
+        self.processor.save_state()  # learnt baselines and open incidents, for the next start
         self.store.checkpoint()
         self.store.close()
 

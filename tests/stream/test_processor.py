@@ -180,3 +180,33 @@ def test_a_detector_failing_inside_the_engine_is_counted(store):
         p.handle([rec(gpu_message(i * 10, i), i)])
     assert p.metrics.registry.get_sample_value("fabricwatch_errors_total", {"stage": "detect"}) >= 2
     assert store.count("gpu") == 8
+
+
+def test_detection_state_survives_a_restart(tmp_path):
+    from collectors.sim import Simulator
+    from detectors.engine import DetectionEngine
+    from fabricwatch.faults import Fault
+    from fabricwatch.topology import generate
+
+    topo = generate(64, 8, 8)
+    sim = Simulator(topo, [Fault("gpu_xid", "node002/gpu3", 60.0)], seed=5, interval=5.0)
+    db = tmp_path / "fw.duckdb"
+
+    def run(steps: int, offset: int) -> Processor:
+        store = Store(db)
+        p = Processor(topo, store, clock=VirtualClock(), engine=DetectionEngine(topo), save_state_every_s=60.0)
+        for i in range(steps):
+            records = [Record(schema.topic_of(m.kind), m.source, schema.encode(m), m.ts, 0, offset + 1000 * i + j)
+                       for j, m in enumerate(sim.step())]  # fmt: skip
+            p.handle(records)
+        return p
+
+    first = run(30, 0)  # 150 s: baselines learnt, the XID incident open
+    first.save_state()
+    before = first.engine.snapshot()
+    assert [i.cause for i in first.engine.incidents()] == ["gpu_xid"]
+    first.store.close()
+    second = run(0, 10**6)  # a restart: nothing processed yet, everything learnt is back
+    assert second.engine.snapshot() == before
+    assert [i.id for i in second.engine.incidents()] == [i.id for i in first.engine.incidents()]
+    second.store.close()
