@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import orjson
 from prometheus_client import CollectorRegistry, Counter
 
+from detectors.base import Finding
 from fabricwatch.incident import Incident
-from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
+from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS
 from stream.bus import Outgoing, Record, TopicPartition
 from stream.deadletter import from_stored
 from stream.kafka import KafkaBus
@@ -65,6 +66,19 @@ def _stage_counter(registry: CollectorRegistry) -> Counter:
     for stage in LOOP_STAGES:
         counter.labels(stage)
     return counter
+
+
+def finding_record(tick: float, finding: Finding) -> Outgoing:
+    """A finding for ``fabricwatch.findings`` (stage 1's output for a cross-domain correlator),
+    keyed by the entity it is about."""
+    value = orjson.dumps(
+        {"ts": tick, **{k: getattr(finding, k) for k in FINDING_FIELDS}, "evidence": list(finding.evidence)},
+        option=orjson.OPT_SORT_KEYS,
+    )
+    return Outgoing(TOPIC_FINDINGS, finding.id, value, tick)
+
+
+FINDING_FIELDS = ("detector", "symptom", "entity", "id", "first_seen", "last_seen", "severity", "cause", "score")
 
 
 def incident_record(incident: Incident) -> Outgoing:
@@ -166,6 +180,7 @@ class ProcessingLoop:
         seconds.labels("process").inc(handled - started)
         out = [from_stored(d) for d in result.deadletters]
         out += [incident_record(i) for i in result.incidents]
+        out += [finding_record(t, f) for t, f in result.findings]
         if out:
             self.bus.produce(out)
         published = time.monotonic()

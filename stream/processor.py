@@ -55,6 +55,7 @@ class Engine(Protocol):
 class HandleResult:
     deadletters: list[DeadLetter] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)  # changed in this call
+    findings: list[tuple[float, Finding]] = field(default_factory=list)  # (tick time, finding) of its ticks
     rows: int = 0
 
 
@@ -144,7 +145,7 @@ class Processor:
                     self.earliest = oldest
         if self.watermark is not None:
             self.metrics.watermark.set(self.watermark)
-        result.incidents = self._run_due(final=False)
+        result.incidents = self._run_due(final=False, findings=result.findings)
         return result
 
     def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
@@ -169,7 +170,7 @@ class Processor:
         """End of input: run the ticks up to and including the watermark (replay, shutdown)."""
         return self._run_due(final=True)
 
-    def _run_due(self, final: bool) -> list[Incident]:
+    def _run_due(self, final: bool, findings: list[tuple[float, Finding]] | None = None) -> list[Incident]:
         if self.engine is None or self.watermark is None:
             return []
         every = self.engine.every_s
@@ -182,12 +183,12 @@ class Processor:
             due = self.watermark >= tick + self.grace_s if not final else tick <= self.watermark + every - 1e-9
             if not due:
                 break
-            for incident in self._tick(tick):
+            for incident in self._tick(tick, findings):
                 changed[incident.id] = incident
             self._next_tick = tick + every
         return [changed[k] for k in sorted(changed)]
 
-    def _tick(self, tick: float) -> list[Incident]:
+    def _tick(self, tick: float, found: list[tuple[float, Finding]] | None = None) -> list[Incident]:
         assert self.engine is not None
         advance = getattr(self.clock, "advance_to", None)
         if advance is not None:
@@ -215,6 +216,8 @@ class Processor:
             state = self._engine_state(now)
             self._state_saved_at = tick
         self.store.write_batch(findings=findings, incidents=changed, engine_state=state)
+        if found is not None:
+            found += findings
         for incident in changed:
             self._publish(incident)
         return changed
