@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.engine import DetectionEngine
 from fabricwatch import topology
+from fabricwatch.detectors.engine import DetectionEngine
 from tests.detectors.synth import Timeline
 
 

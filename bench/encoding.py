@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import median_seconds
-from collectors.sim import Simulator
 from fabricwatch import schema
+from fabricwatch.collectors.sim import Simulator
 from fabricwatch.topology import generate
 
 

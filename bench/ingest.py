@@ -15,13 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import median_seconds
-from collectors.sim import Simulator
 from fabricwatch import schema
 from fabricwatch.clock import VirtualClock
+from fabricwatch.collectors.sim import Simulator
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.store import Store
 from fabricwatch.topology import generate
-from stream.bus import Record
-from stream.processor import Processor
-from stream.store import Store
 
 
 def main() -> None:

@@ -45,18 +45,18 @@ from rich.table import Table
 
 from bench.common import median_seconds
 from fabricwatch import schema
+from fabricwatch.stream.bus import Outgoing
+from fabricwatch.stream.kafka import DEFAULT_COMPRESSION, KafkaBus
+from fabricwatch.stream.keys import outgoing_batched
 from fabricwatch.topology import Topology, generate
-from stream.bus import Outgoing
-from stream.kafka import DEFAULT_COMPRESSION, KafkaBus
-from stream.keys import outgoing_batched
-from stream.localbroker import LocalBroker
+from tests.kafka.localbroker import LocalBroker
 
 CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 
 
 def supernode_scrapes(topology: Topology, seconds: int, seed: int = 3) -> list[list[Outgoing]]:
     """``seconds`` one-second scrapes of the whole supernode, as keyed bus records (one list per second)."""
-    from collectors.sim import Simulator
+    from fabricwatch.collectors.sim import Simulator
 
     sim = Simulator(topology, seed=seed, interval=1.0)
     return [outgoing_batched(sim.step(), topology) for _ in range(seconds)]
@@ -83,7 +83,7 @@ def fresh_topics(bootstrap: str, partitions: int) -> None:
     """Recreate fabricwatch's topics empty, so sizes and rates are of this run's records only."""
     from kafka import KafkaAdminClient
 
-    from stream.kafka import ensure_topics
+    from fabricwatch.stream.kafka import ensure_topics
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -370,9 +370,9 @@ def backlog_rate(bootstrap: str, batches: list[list[Outgoing]], rows: int, tmp: 
     the seconds it spent per stage. In this process (stream.consume.ProcessingLoop, as ``fabricwatch
     process`` runs it) so that the bench's own polling of the group does not share the measurement."""
     from fabricwatch.clock import WallClock
-    from stream.consume import ProcessingLoop
-    from stream.processor import Processor
-    from stream.store import Store
+    from fabricwatch.stream.consume import ProcessingLoop
+    from fabricwatch.stream.processor import Processor
+    from fabricwatch.stream.store import Store
 
     fresh_topics(bootstrap, 12)
     produce_rate(bootstrap, batches, DEFAULT_COMPRESSION)
@@ -407,7 +407,7 @@ def duckdb_arrow_rate(batches: list[list[Outgoing]], copies: int, tmp: Path) -> 
     """Rows/s of DuckDB's Arrow insert of the same rows (all kinds) as the backlog: ``copies`` times
     one transaction of the scrapes' rows, then a checkpoint (as the backlog's processor is charged),
     through stream.store.Store so the DuckDB settings are the processor's; median of 3."""
-    from stream.store import Store
+    from fabricwatch.stream.store import Store
 
     by_kind: dict[str, list[schema.Message | schema.MessageBatch]] = {}
     for b in batches:

@@ -18,10 +18,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collectors.base import SOURCES, source_class
-from collectors.gnmi import parse_json
-from collectors.portmap import PortMap
-from collectors.toolsource import Options
+from fabricwatch.collectors.base import SOURCES, source_class
+from fabricwatch.collectors.gnmi import parse_json
+from fabricwatch.collectors.portmap import PortMap
+from fabricwatch.collectors.toolsource import Options
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
 RUNS = 21

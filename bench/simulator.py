@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from collectors.sim import Simulator
+from fabricwatch.collectors.sim import Simulator
 from fabricwatch.schema import row_count
 from fabricwatch.topology import generate
 

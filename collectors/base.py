@@ -17,15 +17,15 @@ from fabricwatch.schema import Message
 
 # name -> "module:Class"; a source's module defines the class and nothing registers at import time.
 SOURCES: dict[str, str] = {
-    "sim": "collectors.sim.source:SimSource",
-    "nvml": "collectors.nvml:NvmlSource",
-    "nvidia-smi": "collectors.nvidia_smi:NvidiaSmiSource",
-    "dcgm": "collectors.dcgm:DcgmSource",
-    "ethtool": "collectors.ethtool:EthtoolSource",
-    "sysfs": "collectors.sysfs:SysfsSource",
-    "gnmi": "collectors.gnmi:GnmiSource",
-    "switchcli": "collectors.switchcli:SwitchCliSource",
-    "ibtools": "collectors.ibtools:IbToolsSource",
+    "sim": "fabricwatch.collectors.sim.source:SimSource",
+    "nvml": "fabricwatch.collectors.nvml:NvmlSource",
+    "nvidia-smi": "fabricwatch.collectors.nvidia_smi:NvidiaSmiSource",
+    "dcgm": "fabricwatch.collectors.dcgm:DcgmSource",
+    "ethtool": "fabricwatch.collectors.ethtool:EthtoolSource",
+    "sysfs": "fabricwatch.collectors.sysfs:SysfsSource",
+    "gnmi": "fabricwatch.collectors.gnmi:GnmiSource",
+    "switchcli": "fabricwatch.collectors.switchcli:SwitchCliSource",
+    "ibtools": "fabricwatch.collectors.ibtools:IbToolsSource",
 }
 
 

@@ -14,9 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collectors import ethtool_module, ethtool_stats, fetch
-from collectors.toolsource import Options, ToolSource, read_saved
-from collectors.values import messages
+from fabricwatch.collectors import ethtool_module, ethtool_stats, fetch
+from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.values import messages
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.values import clean_text, mw_to_dbm, number
+from fabricwatch.collectors.values import clean_text, mw_to_dbm, number
 from fabricwatch.errors import InputError
 
 _LANE_KEY = re.compile(r"^(?P<what>.+?)\s*\((?:Channel|Chan|Lane)\s*(?P<n>\d+)\)$")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collectors.values import integer
+from fabricwatch.collectors.values import integer
 from fabricwatch.errors import InputError
 
 STATS: dict[str, tuple[str, ...]] = {

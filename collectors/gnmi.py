@@ -48,11 +48,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collectors import fetch
-from collectors.gnmi_json import Leaf, leaves
-from collectors.portmap import STYLES, PortMap
-from collectors.toolsource import Options, ToolSource, read_saved
-from collectors.values import clean_text, integer, messages, number
+from fabricwatch.collectors import fetch
+from fabricwatch.collectors.gnmi_json import Leaf, leaves
+from fabricwatch.collectors.portmap import STYLES, PortMap
+from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.values import clean_text, integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

@@ -31,9 +31,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import ClassVar
 
-from collectors import fetch
-from collectors.toolsource import Options, ToolSource, read_saved
-from collectors.values import integer, messages, number
+from fabricwatch.collectors import fetch
+from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

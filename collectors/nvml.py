@@ -24,9 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
-from collectors.fetch import PartialScrape, ScrapeError
-from collectors.toolsource import Options, ToolSource
-from collectors.values import messages
+from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
+from fabricwatch.collectors.toolsource import Options, ToolSource
+from fabricwatch.collectors.values import messages
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

@@ -22,14 +22,14 @@ from typing import Protocol, TextIO
 
 import msgspec
 
-from collectors.base import Source
-from collectors.fetch import PartialScrape, ScrapeError
 from fabricwatch import schema
 from fabricwatch.clock import Clock
+from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
-from stream.bus import Bus
-from stream.keys import batch_records
+from fabricwatch.stream.bus import Bus
+from fabricwatch.stream.keys import batch_records
 
 Keyer = Callable[[Message], list[tuple[str, Message]]]
 

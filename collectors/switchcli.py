@@ -30,11 +30,11 @@ import shlex
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collectors import fetch
-from collectors.ethtool_module import media_name
-from collectors.portmap import PortMap, canonical_ifname
-from collectors.toolsource import Options, ToolSource, read_saved
-from collectors.values import clean_text, integer, messages, number
+from fabricwatch.collectors import fetch
+from fabricwatch.collectors.ethtool_module import media_name
+from fabricwatch.collectors.portmap import PortMap, canonical_ifname
+from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.values import clean_text, integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

@@ -35,9 +35,9 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collectors.portmap import PortMap
-from collectors.toolsource import Options, ToolSource
-from collectors.values import integer, messages, number
+from fabricwatch.collectors.portmap import PortMap
+from fabricwatch.collectors.toolsource import Options, ToolSource
+from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

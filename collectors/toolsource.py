@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collectors import fetch, portmap
-from collectors.base import Source
-from collectors.portmap import PortMap
+from fabricwatch.collectors import fetch, portmap
+from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.portmap import PortMap
 from fabricwatch.schema import Message
 
 DEFAULT_TIMEOUT_S = 10.0

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from detectors.config import EngineConfig
+from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.errors import InputError
 from fabricwatch.topology import Topology
 
@@ -84,18 +84,18 @@ class Detector(ABC):
 
 # name -> "module:Class"; a detector's module defines the class and nothing registers at import time.
 DETECTORS: dict[str, str] = {
-    "gpu_temp": "detectors.gpu_temp:GpuTemperature",
-    "gpu_peers": "detectors.gpu_peers:GpuPeerThermal",
-    "cooling_loop": "detectors.cooling_loop:CoolingLoop",
-    "gpu_xid": "detectors.gpu_xid:GpuXid",
-    "optical_thresholds": "detectors.optical_thresholds:OpticalThresholds",
-    "optical_baseline": "detectors.optical_baseline:OpticalBaseline",
-    "pre_fec_ber": "detectors.pre_fec_ber:PreFecBer",
-    "fec_uncorrectable": "detectors.fec_uncorrectable:FecUncorrectable",
-    "packet_loss": "detectors.packet_loss:PacketLoss",
-    "link_state": "detectors.link_state:LinkState",
-    "congestion": "detectors.congestion:Congestion",
-    "pfc_storm": "detectors.pfc_storm:PfcStorm",
+    "gpu_temp": "fabricwatch.detectors.gpu_temp:GpuTemperature",
+    "gpu_peers": "fabricwatch.detectors.gpu_peers:GpuPeerThermal",
+    "cooling_loop": "fabricwatch.detectors.cooling_loop:CoolingLoop",
+    "gpu_xid": "fabricwatch.detectors.gpu_xid:GpuXid",
+    "optical_thresholds": "fabricwatch.detectors.optical_thresholds:OpticalThresholds",
+    "optical_baseline": "fabricwatch.detectors.optical_baseline:OpticalBaseline",
+    "pre_fec_ber": "fabricwatch.detectors.pre_fec_ber:PreFecBer",
+    "fec_uncorrectable": "fabricwatch.detectors.fec_uncorrectable:FecUncorrectable",
+    "packet_loss": "fabricwatch.detectors.packet_loss:PacketLoss",
+    "link_state": "fabricwatch.detectors.link_state:LinkState",
+    "congestion": "fabricwatch.detectors.congestion:Congestion",
+    "pfc_storm": "fabricwatch.detectors.pfc_storm:PfcStorm",
 }
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from detectors.base import Detector, Finding, Window
-from detectors.baseline import Baselines, Gate
-from detectors.frames import keyed, recent, sig, ts_or
-from detectors.gpu_peers import loop_of
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.baseline import Baselines, Gate
+from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.gpu_peers import loop_of
 
 
 class CoolingLoop(Detector):

@@ -32,8 +32,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.base import Finding
-from detectors.config import EngineConfig
+from fabricwatch.detectors.base import Finding
+from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.faults import CAUSES
 from fabricwatch.incident import SEVERITIES
 from fabricwatch.topology import Topology

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from detectors.base import DETECTORS, Detector, Finding, Window, detector_class
-from detectors.config import EngineConfig
-from detectors.correlate import Correlator, Diagnosis, finding_order
-from detectors.tracker import IncidentTracker
+from fabricwatch.detectors.base import DETECTORS, Detector, Finding, Window, detector_class
+from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
+from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
 from fabricwatch.incident import Incident
 from fabricwatch.topology import Topology

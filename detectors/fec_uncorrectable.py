@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import recent, sig, ts_or
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import recent, sig, ts_or
 
 
 class FecUncorrectable(Detector):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h); the ones caused by heat are thermal.
 CLOCKS_EVENT_REASONS = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 
 
 class GpuXid(Detector):

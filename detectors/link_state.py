@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 
 
 class LinkState(Detector):

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.baseline import Baselines, Gate
-from detectors.frames import first_crossing, keyed, lane_findings, recent
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.baseline import Baselines, Gate
+from fabricwatch.detectors.frames import first_crossing, keyed, lane_findings, recent
 
 METRICS = ("rx_power_dbm", "tx_power_dbm", "bias_ma", "module_temp_c")
 

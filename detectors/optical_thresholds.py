@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
 
 
 class OpticalThresholds(Detector):

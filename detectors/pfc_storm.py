@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.base import Detector, Finding, Window
-from detectors.frames import sig, ts_or
-from detectors.traffic import by_device, traffic
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.frames import sig, ts_or
+from fabricwatch.detectors.traffic import by_device, traffic
 
 
 class PfcStorm(Detector):

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from detectors.config import EngineConfig
-from detectors.correlate import RANK, Diagnosis
+from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.correlate import RANK, Diagnosis
 from fabricwatch.incident import Incident
 
 

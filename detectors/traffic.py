@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from detectors.base import Window
-from detectors.config import EngineConfig
-from detectors.frames import Keyed, keyed, recent
+from fabricwatch.detectors.base import Window
+from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.frames import Keyed, keyed, recent
 
 
 @dataclass(frozen=True, slots=True)

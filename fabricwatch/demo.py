@@ -17,12 +17,12 @@ from fabricwatch.clock import VirtualClock
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
 from fabricwatch.score import Score, score
+from fabricwatch.stream.bus import Bus, MemoryBus, Outgoing
+from fabricwatch.stream.keys import outgoing_batched
+from fabricwatch.stream.metrics import PipelineMetrics
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.store import Store
 from fabricwatch.topology import Topology
-from stream.bus import Bus, MemoryBus, Outgoing
-from stream.keys import outgoing_batched
-from stream.metrics import PipelineMetrics
-from stream.processor import Processor
-from stream.store import Store
 
 
 def default_faults(topology: Topology) -> list[Fault]:
@@ -89,8 +89,8 @@ def run_demo(
     bus: Bus | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> DemoResult:
-    from collectors.sim import Simulator
-    from detectors.engine import DetectionEngine
+    from fabricwatch.collectors.sim import Simulator
+    from fabricwatch.detectors.engine import DetectionEngine
 
     bus = bus or MemoryBus()
     bus.subscribe(schema.TELEMETRY_TOPICS)

@@ -16,11 +16,11 @@ import msgspec
 from fabricwatch.clock import VirtualClock
 from fabricwatch.errors import InputError
 from fabricwatch.incident import Incident
-from replay.capture import Capture, open_capture
-from stream.bus import Record
-from stream.metrics import PipelineMetrics
-from stream.processor import Processor
-from stream.store import Store
+from fabricwatch.replay.capture import Capture, open_capture
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.metrics import PipelineMetrics
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.store import Store
 
 BATCH_RECORDS = 2000
 
@@ -44,7 +44,7 @@ def replay(
     progress: Callable[[int, float], None] | None = None,
 ) -> ReplayResult:
     """Replay a capture; ``progress(records, watermark)`` is called after every batch."""
-    from detectors.engine import DetectionEngine
+    from fabricwatch.detectors.engine import DetectionEngine
 
     cap = capture if isinstance(capture, Capture) else open_capture(capture)
     engine = (engine_factory or DetectionEngine)(cap.topology)

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 import orjson
 from prometheus_client import CollectorRegistry, Counter
 
-from detectors.base import Finding
+from fabricwatch.detectors.base import Finding
 from fabricwatch.incident import Incident
 from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS
-from stream.bus import Outgoing, Record, TopicPartition
-from stream.deadletter import from_stored
-from stream.kafka import KafkaBus
-from stream.processor import Processor
+from fabricwatch.stream.bus import Outgoing, Record, TopicPartition
+from fabricwatch.stream.deadletter import from_stored
+from fabricwatch.stream.kafka import KafkaBus
+from fabricwatch.stream.processor import Processor
 
 log = logging.getLogger("fabricwatch.consume")
 

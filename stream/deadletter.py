@@ -22,8 +22,8 @@ from __future__ import annotations
 import msgspec
 
 from fabricwatch.schema import TOPIC_DEADLETTER
-from stream.bus import Outgoing, Record
-from stream.store import DeadLetter as StoredDeadLetter
+from fabricwatch.stream.bus import Outgoing, Record
+from fabricwatch.stream.store import DeadLetter as StoredDeadLetter
 
 DEADLETTER_SCHEMA = "fabricwatch.deadletter/v1"
 REASON_MAX = 1000

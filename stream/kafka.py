@@ -53,9 +53,9 @@ from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaTP
 
 from fabricwatch.schema import ALL_TOPICS, TOPIC_DEADLETTER
-from stream.bus import Bus, Outgoing, Record, TopicPartition
-from stream.deadletter import deadletter_record
-from stream.keys import outgoing, split_by_fault_domain
+from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
+from fabricwatch.stream.deadletter import deadletter_record
+from fabricwatch.stream.keys import outgoing, split_by_fault_domain
 
 __all__ = [
     "DEFAULT_COMPRESSION",

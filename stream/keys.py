@@ -18,7 +18,7 @@ from operator import itemgetter
 
 from fabricwatch import topology as topo
 from fabricwatch.schema import KINDS, Message, encode, encode_batch, make, topic_of
-from stream.bus import Outgoing
+from fabricwatch.stream.bus import Outgoing
 
 
 def domain_of(topology: topo.Topology, entity: str) -> str:

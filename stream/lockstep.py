@@ -19,8 +19,8 @@ from typing import Any
 
 from kafka.structs import TopicPartition as KafkaTP
 
-from stream.bus import Record
-from stream.kafka import KafkaBus, KafkaUnavailable
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
 
 CATCH_UP_S = 60.0  # a poll waits at most this long for acknowledged records to come back
 

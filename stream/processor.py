@@ -25,16 +25,16 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from detectors.base import Finding, Window
 from fabricwatch import schema
 from fabricwatch.clock import Clock
+from fabricwatch.detectors.base import Finding, Window
 from fabricwatch.incident import Incident
 from fabricwatch.schema import SchemaError
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.metrics import PipelineMetrics
+from fabricwatch.stream.store import DeadLetter, Store
+from fabricwatch.stream.window import WindowBuffer
 from fabricwatch.topology import Topology
-from stream.bus import Record
-from stream.metrics import PipelineMetrics
-from stream.store import DeadLetter, Store
-from stream.window import WindowBuffer
 
 log = logging.getLogger("fabricwatch.processor")
 

@@ -18,10 +18,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from detectors.base import Finding
+from fabricwatch.detectors.base import Finding
 from fabricwatch.incident import Incident
 from fabricwatch.schema import KINDS, table_schema
-from stream import segments
+from fabricwatch.stream import segments
 
 DEFAULT_GROUP = "fabricwatch"
 CHECKPOINT_THRESHOLD = "256MB"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from stream.bus import MemoryBus, Outgoing, partition_for
+from fabricwatch.stream.bus import MemoryBus, Outgoing, partition_for
 
 
 def _produce(bus, topic, n, key="k"):

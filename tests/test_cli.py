@@ -70,7 +70,7 @@ def test_broken_cluster_file(tmp_path, capsys):
 def test_query_bad_sql_and_missing_file(tmp_path, capsys):
     code, _, err = run(capsys, "query", "--db", str(tmp_path / "none.duckdb"), "SELECT 1")
     assert code == 2 and "no such file" in err
-    from stream.store import Store
+    from fabricwatch.stream.store import Store
 
     with Store(tmp_path / "fw.duckdb"):
         pass

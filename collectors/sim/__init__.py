@@ -16,7 +16,7 @@ and their sources:
 ``simulate_capture`` writes a capture file (DESIGN §6); ``source.SimSource`` serves live scrapes.
 """
 
-from collectors.sim.capture import simulate_capture
-from collectors.sim.simulator import DEFAULT_START_TS, Simulator
+from fabricwatch.collectors.sim.capture import simulate_capture
+from fabricwatch.collectors.sim.simulator import DEFAULT_START_TS, Simulator
 
 __all__ = ["DEFAULT_START_TS", "Simulator", "simulate_capture"]

@@ -10,12 +10,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from collectors.sim.simulator import Simulator
+from fabricwatch.collectors.sim.simulator import Simulator
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan
+from fabricwatch.replay.capture import CaptureWriter
 from fabricwatch.schema import Message, row_count, topic_of
 from fabricwatch.topology import Topology
-from replay.capture import CaptureWriter
 
 
 def message_key(topology: Topology, message: Message) -> str:

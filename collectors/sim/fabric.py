@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectors.sim.plant import Plant
+from fabricwatch.collectors.sim.plant import Plant
 
 LINE_BYTES_PER_S = 400e9 / 8
 BACKGROUND = 0.004

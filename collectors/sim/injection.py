@@ -87,10 +87,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collectors.sim import fabric
-from collectors.sim.plant import LANES, Plant
-from collectors.sim.streams import Streams
-from collectors.sim.thermal import JOB_MEAN_W
+from fabricwatch.collectors.sim import fabric
+from fabricwatch.collectors.sim.plant import LANES, Plant
+from fabricwatch.collectors.sim.streams import Streams
+from fabricwatch.collectors.sim.thermal import JOB_MEAN_W
 from fabricwatch.errors import InputError
 from fabricwatch.faults import Fault
 

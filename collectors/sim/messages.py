@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from collectors.sim import optics
-from collectors.sim.plant import LANES, Plant, Slice
-from collectors.sim.thermal import POWER_LIMIT_W
+from fabricwatch.collectors.sim import optics
+from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
+from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
 from fabricwatch.schema import Message, make
 
 if TYPE_CHECKING:
-    from collectors.sim.simulator import Simulator
+    from fabricwatch.collectors.sim.simulator import Simulator
 
 SPEED_GBPS = 400.0
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collectors.sim import fabric, optics
-from collectors.sim.injection import Effects, Injector, flap_window, pause_sources
-from collectors.sim.job import TrainingJob
-from collectors.sim.messages import MessageBuilder
-from collectors.sim.plant import LANES, Plant
-from collectors.sim.streams import Streams, poisson, round_up_fraction
-from collectors.sim.thermal import GpuThermal
+from fabricwatch.collectors.sim import fabric, optics
+from fabricwatch.collectors.sim.injection import Effects, Injector, flap_window, pause_sources
+from fabricwatch.collectors.sim.job import TrainingJob
+from fabricwatch.collectors.sim.messages import MessageBuilder
+from fabricwatch.collectors.sim.plant import LANES, Plant
+from fabricwatch.collectors.sim.streams import Streams, poisson, round_up_fraction
+from fabricwatch.collectors.sim.thermal import GpuThermal
 from fabricwatch.errors import InputError
 from fabricwatch.faults import Fault
 from fabricwatch.schema import Message

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collectors.base import Source
-from collectors.sim.simulator import Simulator
 from fabricwatch import faults, topology
+from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.sim.simulator import Simulator
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 

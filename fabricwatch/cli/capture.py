@@ -37,7 +37,7 @@ def run_info(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from replay.capture import open_capture
+    from fabricwatch.replay.capture import open_capture
 
     cap = open_capture(args.capture)
     topics: Counter[str] = Counter()
@@ -66,7 +66,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def _copy(args: argparse.Namespace, keep) -> int:
-    from replay.capture import CaptureWriter, open_capture
+    from fabricwatch.replay.capture import CaptureWriter, open_capture
 
     if args.out.resolve() == args.capture.resolve():
         raise InputError("--out", "must differ from the input capture")

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from collectors.base import SOURCES, source_class
-from collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_source
 from fabricwatch.cli import Parser, positive_float
 from fabricwatch.clock import WallClock
+from fabricwatch.collectors.base import SOURCES, source_class
+from fabricwatch.collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_source
 from fabricwatch.errors import InputError
 
 
@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def fault_domain_keyer(topology_path: Path) -> Keyer:
     """Split each message by the fault domain of its rows (DESIGN §1), so both ends of a link share a key."""
     from fabricwatch import topology as topo_mod
-    from stream.keys import split_by_fault_domain
+    from fabricwatch.stream.keys import split_by_fault_domain
 
     topo = topo_mod.load(topology_path)
     return lambda m: split_by_fault_domain(m, topo)
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.bootstrap:
             try:
-                from stream.kafka import KafkaBus
+                from fabricwatch.stream.kafka import KafkaBus
             except ImportError as exc:
                 raise InputError("--bootstrap", f"the Kafka transport is not available: {exc}") from None
             bus = KafkaBus(args.bootstrap, client_id=f"fabricwatch-collect-{args.source}")
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             sink = JsonLinesSink(sys.stdout.buffer)
         observer = None
         if args.output == "prometheus":
-            from collectors.metrics import CollectorMetrics, serve
+            from fabricwatch.collectors.metrics import CollectorMetrics, serve
 
             observer = CollectorMetrics()
             try:

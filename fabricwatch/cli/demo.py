@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     bus = None
     if args.bootstrap:
-        from stream.lockstep import demo_bus
+        from fabricwatch.stream.lockstep import demo_bus
 
         bus = demo_bus(args.bootstrap)
         out.print(f"  through Kafka at {args.bootstrap}")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import msgspec
 
-from collectors.toolsource import Options, ToolSource
 from fabricwatch.cli.collect import load_source_class, make_parser
 from fabricwatch.clock import WallClock
+from fabricwatch.collectors.toolsource import Options, ToolSource
 from fabricwatch.errors import InputError
 
 _ENCODER = msgspec.json.Encoder()

@@ -113,9 +113,9 @@ class Service:
 
         from fabricwatch import topology as topo_mod
         from fabricwatch.clock import WallClock
-        from stream.metrics import PipelineMetrics
-        from stream.processor import Processor
-        from stream.store import Store
+        from fabricwatch.stream.metrics import PipelineMetrics
+        from fabricwatch.stream.processor import Processor
+        from fabricwatch.stream.store import Store
 
         self.settings = settings
         self.loop: Any = None
@@ -124,7 +124,7 @@ class Service:
         engine = None
         if settings.topology:
             try:
-                from detectors.engine import DetectionEngine
+                from fabricwatch.detectors.engine import DetectionEngine
             except ImportError:
                 print("fabricwatch: detection is not available in this build; storing only", file=sys.stderr)
             else:
@@ -139,8 +139,8 @@ class Service:
         )
 
     def run(self, stop: threading.Event) -> None:
-        from stream.consume import ProcessingLoop
-        from stream.kafka import KafkaBus, KafkaUnavailable
+        from fabricwatch.stream.consume import ProcessingLoop
+        from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
 
         s = self.settings
         wait, said = 0.5, False

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import duckdb
 
-    from stream.segments import open_forensic
+    from fabricwatch.stream.segments import open_forensic
 
     if not args.db.exists():
         raise InputError("--db", f"{args.db}: no such file")

@@ -28,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from fabricwatch.incident import Incident
+    from fabricwatch.replay.capture import open_capture
     from fabricwatch.score import fault_location, score
-    from replay.capture import open_capture
 
     try:
         raw = json.loads(args.incidents.read_text())

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collectors.sim import simulate_capture  # numpy-heavy: imported only when the command runs
+    from fabricwatch.collectors.sim import simulate_capture  # numpy-heavy: imported only when the command runs
 
     topo = topology.load(args.topology)
     plan = faults.load_plan(args.faults, topo) if args.faults else faults.FaultPlan(0, ())

@@ -120,7 +120,7 @@ def test_collect_without_the_tool_counts_missing_tool(fw, tmp_path: Path):
 def test_collect_with_kafka_missing_is_one_line(fw, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "stream.kafka", None)
+    monkeypatch.setitem(sys.modules, "fabricwatch.stream.kafka", None)
     xml = GOLDEN / "nvidia-smi" / "tesla-t4" / "nvidia-smi-q-x.xml"
     code, _, err = fw(
         "collect", "--source", "nvidia-smi", "--file", str(xml), "--bootstrap", "localhost:9092", "--duration", "1"

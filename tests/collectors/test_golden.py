@@ -16,8 +16,8 @@ import msgspec
 import pytest
 import yaml
 
-from collectors.base import SOURCES
 from fabricwatch import schema
+from fabricwatch.collectors.base import SOURCES
 from tests.collectors.conftest import jsonl
 from tests.conftest import GOLDEN
 

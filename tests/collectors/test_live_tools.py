@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from collectors.ethtool import EthtoolSource
-from collectors.fetch import PartialScrape, ScrapeError
-from collectors.gnmi import GnmiSource
-from collectors.nvidia_smi import NvidiaSmiSource
-from collectors.toolsource import Options
-from collectors.values import message
 from fabricwatch import schema, topology
 from fabricwatch.cli.collect import fault_domain_keyer
+from fabricwatch.collectors.ethtool import EthtoolSource
+from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
+from fabricwatch.collectors.gnmi import GnmiSource
+from fabricwatch.collectors.nvidia_smi import NvidiaSmiSource
+from fabricwatch.collectors.toolsource import Options
+from fabricwatch.collectors.values import message
 from tests.conftest import GOLDEN
 
 TS = 1764400000.0

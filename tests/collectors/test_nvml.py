@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from collectors import nvidia_smi
-from collectors.fetch import PartialScrape
-from collectors.nvml import NvmlReader, NvmlSource
-from collectors.toolsource import Options
 from fabricwatch import schema
+from fabricwatch.collectors import nvidia_smi
+from fabricwatch.collectors.fetch import PartialScrape
+from fabricwatch.collectors.nvml import NvmlReader, NvmlSource
+from fabricwatch.collectors.toolsource import Options
 from fabricwatch.errors import InputError
 from tests.collectors.fake_pynvml import A100, T4, FakeNvml
 from tests.conftest import GOLDEN

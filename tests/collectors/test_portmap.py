@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collectors import portmap
-from collectors.portmap import PortMap
+from fabricwatch.collectors import portmap
+from fabricwatch.collectors.portmap import PortMap
 from fabricwatch.errors import InputError
 
 HOST_CASES = [

@@ -7,15 +7,15 @@ import urllib.request
 
 import pytest
 
-from collectors.base import Source
-from collectors.fetch import PartialScrape, ScrapeError
-from collectors.metrics import CollectorMetrics, serve
-from collectors.runner import BusSink, Runner
-from collectors.values import message
 from fabricwatch import schema
 from fabricwatch.clock import VirtualClock
+from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
+from fabricwatch.collectors.metrics import CollectorMetrics, serve
+from fabricwatch.collectors.runner import BusSink, Runner
+from fabricwatch.collectors.values import message
 from fabricwatch.errors import InputError
-from stream.bus import MemoryBus
+from fabricwatch.stream.bus import MemoryBus
 
 T0 = 1764400000.0
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from collectors.values import LOS_DBM, integer, mw_to_dbm, number
+from fabricwatch.collectors.values import LOS_DBM, integer, mw_to_dbm, number
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from detectors.base import DETECTORS, Detector, Finding, Window, detector_class
+from fabricwatch.detectors.base import DETECTORS, Detector, Finding, Window, detector_class
 from fabricwatch.faults import ENTITIES
 from fabricwatch.incident import SEVERITIES
 from fabricwatch.schema import KINDS

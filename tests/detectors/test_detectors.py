@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
-from detectors.base import Finding, Window, detector_class
-from detectors.config import EngineConfig
 from fabricwatch import topology
+from fabricwatch.detectors.base import Finding, Window, detector_class
+from fabricwatch.detectors.config import EngineConfig
 from tests.detectors.synth import T0, Timeline
 
 TOPO = topology.generate(128, rails=8, gpus_per_node=8)

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from detectors import base
-from detectors.base import Detector, Finding, Window
-from detectors.config import EngineConfig
-from detectors.engine import DetectionEngine
+from fabricwatch.detectors import base
+from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.errors import InputError
 from fabricwatch.faults import CAUSES
 from fabricwatch.topology import generate

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collectors.sim import simulate_capture
 from fabricwatch.cli import main
+from fabricwatch.collectors.sim import simulate_capture
 from fabricwatch.demo import default_faults
 from fabricwatch.faults import FaultPlan
+from fabricwatch.replay.run import replay
 from fabricwatch.score import score
 from fabricwatch.topology import generate
-from replay.run import replay
 
 
 def test_the_demos_faults_are_detected_and_located_by_a_replay(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fabricwatch.schema import ALL_TOPICS
-from stream.localbroker import BrokerError, LocalBroker, answers
+from tests.kafka.localbroker import BrokerError, LocalBroker, answers
 
 PARTITIONS = 4
 
@@ -90,7 +90,7 @@ def reset_topics(bootstrap: str, partitions: int = PARTITIONS) -> None:
     """Delete fabricwatch's topics and create them anew, empty."""
     from kafka import KafkaAdminClient
 
-    from stream.kafka import ensure_topics
+    from fabricwatch.stream.kafka import ensure_topics
 
     delete_topics(bootstrap)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fabricwatch-tests")

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 
 from fabricwatch import schema
-from stream.bus import Outgoing
-from stream.kafka import KafkaBus
+from fabricwatch.stream.bus import Outgoing
+from fabricwatch.stream.kafka import KafkaBus
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1764400000.0

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.kafka
 
 
 def test_simulated_collector_to_processor_through_kafka(kafka, tmp_path, processes) -> None:
-    from stream.kafka import KafkaBus
+    from fabricwatch.stream.kafka import KafkaBus
 
     cluster = tmp_path / "cluster.yaml"
     topo = topology.generate(64, 8, 8)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch.schema import TOPIC_DEADLETTER
-from stream.bus import Record
-from stream.deadletter import REASON_MAX, deadletter_record, from_stored, read_deadletter
-from stream.store import DeadLetter as StoredDeadLetter
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.deadletter import REASON_MAX, deadletter_record, from_stored, read_deadletter
+from fabricwatch.stream.store import DeadLetter as StoredDeadLetter
 
 ORIGINAL = Record("fabricwatch.telemetry.gpu", "node007", b"\x00\xffnot msgpack\x93", 1764400000.5, 5, 12345)
 

@@ -71,11 +71,11 @@ def test_a_rebalance_between_two_processors_loses_and_duplicates_nothing(kafka, 
 def test_a_crash_between_storing_and_committing_does_not_store_twice(kafka, tmp_path) -> None:
     """The window kill -9 rarely hits: rows and offsets stored, the Kafka commit never made."""
     from fabricwatch.clock import WallClock
+    from fabricwatch.stream.consume import ProcessingLoop
+    from fabricwatch.stream.kafka import KafkaBus
+    from fabricwatch.stream.processor import Processor
+    from fabricwatch.stream.store import Store
     from fabricwatch.topology import Topology
-    from stream.consume import ProcessingLoop
-    from stream.kafka import KafkaBus
-    from stream.processor import Processor
-    from stream.store import Store
 
     produce_all(kafka.bootstrap, gpu_records(4_000))
     db = tmp_path / "p.duckdb"

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from collectors.sim import Simulator
 from fabricwatch import topology
-from stream.keys import outgoing
+from fabricwatch.collectors.sim import Simulator
+from fabricwatch.stream.keys import outgoing
 from tests.kafka.helpers import ROOT, committed_total, start_process, stop_process, wait_until
 
 pytestmark = pytest.mark.kafka
@@ -23,7 +23,7 @@ def query(db, sql: str) -> subprocess.CompletedProcess:
 
 
 def test_query_reads_sealed_rows_while_the_processor_writes(kafka, tmp_path, processes) -> None:
-    from stream.kafka import KafkaBus
+    from fabricwatch.stream.kafka import KafkaBus
 
     topo = topology.generate(64, 8, 8)
     sim = Simulator(topo, seed=4, interval=5.0)

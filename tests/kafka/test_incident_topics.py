@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from collectors.sim import Simulator
 from fabricwatch.clock import VirtualClock
+from fabricwatch.collectors.sim import Simulator
 from fabricwatch.faults import Fault
 from fabricwatch.schema import TOPIC_FINDINGS, TOPIC_INCIDENTS
+from fabricwatch.stream.keys import outgoing_batched
 from fabricwatch.topology import generate
-from stream.keys import outgoing_batched
 from tests.kafka.helpers import wait_until
 from tests.kafka.test_kafka_bus import drain
 
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.kafka
 
 
 def test_an_xid_reaches_the_incidents_and_findings_topics(kafka, tmp_path) -> None:
-    from detectors.engine import DetectionEngine
-    from stream.consume import ProcessingLoop
-    from stream.kafka import KafkaBus
-    from stream.processor import Processor
-    from stream.store import Store
+    from fabricwatch.detectors.engine import DetectionEngine
+    from fabricwatch.stream.consume import ProcessingLoop
+    from fabricwatch.stream.kafka import KafkaBus
+    from fabricwatch.stream.processor import Processor
+    from fabricwatch.stream.store import Store
 
     topo = generate(64, 8, 8)
     sim = Simulator(topo, [Fault("gpu_xid", "node003/gpu1", 30.0, options={"xid": 48})], seed=9, interval=5.0)

@@ -9,10 +9,10 @@ import pytest
 
 from fabricwatch import schema
 from fabricwatch.schema import TOPIC_DEADLETTER, topic_of
-from stream.bus import Outgoing, Record
-from stream.deadletter import deadletter_record, read_deadletter
-from stream.kafka import MAX_MESSAGE_BYTES, KafkaBus
-from stream.keys import outgoing
+from fabricwatch.stream.bus import Outgoing, Record
+from fabricwatch.stream.deadletter import deadletter_record, read_deadletter
+from fabricwatch.stream.kafka import MAX_MESSAGE_BYTES, KafkaBus
+from fabricwatch.stream.keys import outgoing
 from tests.kafka.conftest import delete_topics
 
 pytestmark = pytest.mark.kafka

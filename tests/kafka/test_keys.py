@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch import schema
+from fabricwatch.stream.keys import outgoing, split_by_fault_domain
 from fabricwatch.topology import Topology
-from stream.keys import outgoing, split_by_fault_domain
 
 T0 = 1764400000.0
 

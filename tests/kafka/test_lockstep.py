@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch.schema import topic_of
-from stream.lockstep import demo_bus
+from fabricwatch.stream.lockstep import demo_bus
 from tests.kafka.helpers import gpu_records, produce_all
 
 pytestmark = pytest.mark.kafka

@@ -15,10 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricwatch import schema
 from fabricwatch.schema import TOPIC_DEADLETTER, topic_of
-from stream.bus import Outgoing
-from stream.deadletter import read_deadletter
-from stream.kafka import KafkaBus
-from stream.localbroker import free_port
+from fabricwatch.stream.bus import Outgoing
+from fabricwatch.stream.deadletter import read_deadletter
+from fabricwatch.stream.kafka import KafkaBus
 from tests.kafka.helpers import (
     GPUS_PER_MESSAGE,
     ROOT,
@@ -30,6 +29,7 @@ from tests.kafka.helpers import (
     stop_process,
     wait_until,
 )
+from tests.kafka.localbroker import free_port
 from tests.kafka.test_kafka_bus import drain
 
 pytestmark = pytest.mark.kafka

@@ -10,11 +10,11 @@ import duckdb
 import pytest
 
 from fabricwatch.schema import topic_of
-from stream.bus import Outgoing
-from stream.kafka import KafkaBus
-from stream.localbroker import free_port
+from fabricwatch.stream.bus import Outgoing
+from fabricwatch.stream.kafka import KafkaBus
 from tests.kafka.conftest import start_broker
 from tests.kafka.helpers import GPUS_PER_MESSAGE, gpu_records, gpu_rows, wait_until
+from tests.kafka.localbroker import free_port
 from tests.kafka.test_kafka_bus import drain
 
 pytestmark = pytest.mark.kafka
@@ -60,10 +60,10 @@ def test_a_20_s_outage_loses_only_what_overflows_the_buffer_and_processing_resum
     """Issue 3 item 7b. A collector at 20 scrapes/s and a processor; the broker stops for 20 s and comes
     back on the same port: the buffered scrapes arrive, the overflow is counted, the processor resumes."""
     from fabricwatch.clock import WallClock
+    from fabricwatch.stream.consume import ProcessingLoop
+    from fabricwatch.stream.processor import Processor
+    from fabricwatch.stream.store import Store
     from fabricwatch.topology import Topology
-    from stream.consume import ProcessingLoop
-    from stream.processor import Processor
-    from stream.store import Store
 
     notice = io.StringIO()
     bus = KafkaBus(own_broker.bootstrap, buffer_max=300, notice=notice, partitions=2)

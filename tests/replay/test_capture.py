@@ -6,8 +6,8 @@ import pytest
 
 from fabricwatch import schema
 from fabricwatch.errors import InputError
+from fabricwatch.replay.capture import CaptureWriter, open_capture
 from fabricwatch.topology import generate
-from replay.capture import CaptureWriter, open_capture
 
 T0 = 1764400000.0
 

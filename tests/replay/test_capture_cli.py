@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from fabricwatch.cli import main
-from replay.capture import open_capture
+from fabricwatch.replay.capture import open_capture
 from tests.replay.test_capture import _write
 
 

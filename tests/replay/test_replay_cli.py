@@ -6,8 +6,8 @@ import json
 
 import duckdb
 
-from collectors.sim import simulate_capture
 from fabricwatch.cli import main
+from fabricwatch.collectors.sim import simulate_capture
 from fabricwatch.faults import Fault, FaultPlan
 from fabricwatch.topology import generate
 

@@ -7,8 +7,8 @@ from functools import cache
 
 import pandas as pd
 
-from collectors.sim import Simulator
 from fabricwatch import topology
+from fabricwatch.collectors.sim import Simulator
 from fabricwatch.faults import Fault, parse_faults
 from fabricwatch.schema import Message
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import fabricwatch.cli as cli
-from collectors.base import source_class
 from fabricwatch import schema, topology
+from fabricwatch.collectors.base import source_class
 from fabricwatch.errors import InputError
-from replay.capture import open_capture
+from fabricwatch.replay.capture import open_capture
 
 FAULTS = """\
 seed: 7

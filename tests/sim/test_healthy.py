@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collectors.sim.thermal import HW_SLOWDOWN, HW_THERMAL, SW_THERMAL
+from fabricwatch.collectors.sim.thermal import HW_SLOWDOWN, HW_THERMAL, SW_THERMAL
 from tests.sim.helpers import frames, healthy
 
 MINUTES = 20

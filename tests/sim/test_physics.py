@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from collectors.sim import optics
-from collectors.sim.job import TrainingJob
-from collectors.sim.simulator import _Counter
-from collectors.sim.streams import Streams, poisson
-from collectors.sim.thermal import SW_THERMAL, GpuThermal
+from fabricwatch.collectors.sim import optics
+from fabricwatch.collectors.sim.job import TrainingJob
+from fabricwatch.collectors.sim.simulator import _Counter
+from fabricwatch.collectors.sim.streams import Streams, poisson
+from fabricwatch.collectors.sim.thermal import SW_THERMAL, GpuThermal
 
 
 def exact_codeword_failure(ber: float) -> float:

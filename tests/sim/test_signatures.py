@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from collectors.sim import fabric, optics
-from collectors.sim.plant import Plant
+from fabricwatch.collectors.sim import fabric, optics
+from fabricwatch.collectors.sim.plant import Plant
 from tests.sim.helpers import changes, faults_of, healthy, run, series, standard
 
 FEC_COLUMNS = ("pre_fec_ber", "fec_corrected_total", "fec_uncorrectable_total", "symbol_errors_total")

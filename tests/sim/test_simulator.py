@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from collectors.sim import DEFAULT_START_TS, Simulator
-from collectors.sim.optics import THRESHOLD_COLUMNS
-from collectors.sim.plant import LANES
 from fabricwatch import schema, topology
+from fabricwatch.collectors.sim import DEFAULT_START_TS, Simulator
+from fabricwatch.collectors.sim.optics import THRESHOLD_COLUMNS
+from fabricwatch.collectors.sim.plant import LANES
 from fabricwatch.errors import InputError
 from fabricwatch.faults import Fault
 from tests.sim.helpers import faults_of, frames, healthy, run, standard

@@ -5,9 +5,9 @@ import pytest
 from fabricwatch import schema
 from fabricwatch.clock import VirtualClock
 from fabricwatch.incident import Incident
-from stream.bus import Record
-from stream.processor import MAX_MESSAGE_BYTES, Processor
-from stream.store import Store
+from fabricwatch.stream.bus import Record
+from fabricwatch.stream.processor import MAX_MESSAGE_BYTES, Processor
+from fabricwatch.stream.store import Store
 
 T0 = 1764400000.0
 
@@ -183,8 +183,8 @@ def test_a_detector_failing_inside_the_engine_is_counted(store):
 
 
 def test_detection_state_survives_a_restart(tmp_path):
-    from collectors.sim import Simulator
-    from detectors.engine import DetectionEngine
+    from fabricwatch.collectors.sim import Simulator
+    from fabricwatch.detectors.engine import DetectionEngine
     from fabricwatch.faults import Fault
     from fabricwatch.topology import generate
 

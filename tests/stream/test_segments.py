@@ -7,9 +7,9 @@ import sys
 import textwrap
 
 from fabricwatch import schema
-from stream import segments
-from stream.segments import open_forensic
-from stream.store import Store
+from fabricwatch.stream import segments
+from fabricwatch.stream.segments import open_forensic
+from fabricwatch.stream.store import Store
 
 T0 = 1764400000.0
 
@@ -55,7 +55,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from tests.stream.test_segments import gpu_table, T0
-    from stream.store import Store
+    from fabricwatch.stream.store import Store
     with Store(sys.argv[1]) as store:
         for t in range(0, 100, 10):
             store.write_batch({"gpu": gpu_table(t)})

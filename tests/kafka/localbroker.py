@@ -12,10 +12,10 @@ is started detached (its own session) so that it outlives the command that start
 the PID recorded there, after checking that the PID is still that broker's JVM.
 
 Sizes: -Xmx512m is plenty for one node of test traffic; ``message.max.bytes`` is 16 MiB so that
-fabricwatch can create topics with its own, smaller per-topic limit (stream.kafka) and the broker
+fabricwatch can create topics with its own, smaller per-topic limit (fabricwatch.stream.kafka) and the broker
 never is the tighter bound.
 
-Usage: ``python -m stream.localbroker start|stop|status [--run-dir DIR] [--port N]``.
+Usage: ``python -m tests.kafka.localbroker start|stop|status [--run-dir DIR] [--port N]``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "scripts" / "kafka" / "pom.xml"
 CACHE = ROOT / ".cache" / "kafka"
 LIBS = CACHE / "libs"
