@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fabricwatch.demo import default_faults, run_demo
+from fabricwatch.app.demo import default_faults, run_demo
 from fabricwatch.topology import generate
 
 

@@ -10,53 +10,11 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import pandas as pd
 
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.errors import InputError
-from fabricwatch.topology import Topology
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """Telemetry between ``start`` and ``end`` (epoch seconds, inclusive).
-
-    ``frames[kind]`` has the columns of DESIGN §3 for that kind plus ``ts`` (float seconds) and
-    ``source``, sorted by ts; a kind with no rows is an empty frame with those columns.
-    ``modules`` is the latest ``module`` row of every port ever seen (thresholds outlive windows).
-    ``cache`` holds aggregates derived from the frames (detectors/frames.py), so that detectors of
-    one tick share one pass over the rows; it never changes what the frames say.
-    """
-
-    start: float
-    end: float
-    frames: dict[str, pd.DataFrame]
-    modules: pd.DataFrame
-    topology: Topology
-    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def frame(self, kind: str) -> pd.DataFrame:
-        return self.frames[kind]
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One abnormal entity seen by one detector in one window."""
-
-    detector: str
-    symptom: str  # what is abnormal, e.g. rx_power_low, pre_fec_ber_high, gpu_hot, link_down
-    entity: str  # link, port, gpu, node, switch, rack, cooling_loop
-    id: str
-    first_seen: float
-    last_seen: float
-    severity: str  # critical, major, minor, warning
-    evidence: tuple[dict[str, Any], ...] = ()
-    cause: str | None = None  # set when the detector alone can name the cause (DESIGN §4)
-    score: float = 1.0  # higher = more abnormal; thresholds are applied before a finding is made
-    attrs: dict[str, Any] = field(default_factory=dict)  # detector-specific facts for correlation
+from fabricwatch.records import Finding, Window
 
 
 class Detector(ABC):

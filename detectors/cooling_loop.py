@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.baseline import Baselines, Gate
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.detectors.gpu_peers import loop_of
+from fabricwatch.records import Finding, Window
 
 
 class CoolingLoop(Detector):

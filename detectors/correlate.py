@@ -32,10 +32,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricwatch.detectors.base import Finding
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.faults import CAUSES
 from fabricwatch.incident import SEVERITIES
+from fabricwatch.records import Finding
 from fabricwatch.topology import Topology
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # 0 = most severe

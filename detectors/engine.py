@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricwatch.detectors.base import DETECTORS, Detector, Finding, Window, detector_class
+from fabricwatch.detectors.base import DETECTORS, Detector, detector_class
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
 from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
 from fabricwatch.incident import Incident
+from fabricwatch.records import Finding, Window
 from fabricwatch.topology import Topology
 
 SNAPSHOT_VERSION = 1

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.base import Finding, Window
 from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.records import Finding, Window
 
 KEYS: dict[str, tuple[str, ...]] = {
     "gpu": ("device",),

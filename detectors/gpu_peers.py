@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_or
+from fabricwatch.records import Finding, Window
 
 MIN_SPREAD_C = 1.0  # floor of the robust standard deviation: sensors read in whole or half degrees
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.records import Finding, Window
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h); the ones caused by heat are thermal.
 CLOCKS_EVENT_REASONS = {

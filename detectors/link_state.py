@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.records import Finding, Window
 
 
 class LinkState(Detector):

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.baseline import Baselines, Gate
 from fabricwatch.detectors.frames import first_crossing, keyed, lane_findings, recent
+from fabricwatch.records import Finding, Window
 
 METRICS = ("rx_power_dbm", "tx_power_dbm", "bias_ma", "module_temp_c")
 

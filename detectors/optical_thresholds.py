@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
+from fabricwatch.records import Finding, Window
 
 
 class OpticalThresholds(Detector):

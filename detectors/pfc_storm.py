@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import sig, ts_or
 from fabricwatch.detectors.traffic import by_device, traffic
+from fabricwatch.records import Finding, Window
 
 
 class PfcStorm(Detector):

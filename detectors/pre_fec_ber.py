@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.baseline import Baselines, Gate
 from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_or
+from fabricwatch.records import Finding, Window
 
 BER_FLOOR = 1e-15  # a BER of 0 (nothing counted) is learnt as this, so its log is finite
 

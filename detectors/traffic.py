@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.base import Window
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.frames import Keyed, keyed, recent
+from fabricwatch.records import Window
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,19 @@ class Clock(Protocol):
         """Seconds since the epoch."""
         ...
 
+    def advance_to(self, t: float) -> None:
+        """Move to ``t`` if that is later (a virtual clock follows the data; a wall clock ignores it)."""
+        ...
+
 
 class WallClock:
     """The host's clock; only services at the edge of the system use it."""
 
     def now(self) -> float:
         return time.time()
+
+    def advance_to(self, t: float) -> None:
+        """Real time moves by itself."""
 
 
 class VirtualClock:

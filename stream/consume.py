@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import orjson
 from prometheus_client import CollectorRegistry, Counter
 
-from fabricwatch.detectors.base import Finding
 from fabricwatch.incident import Incident
+from fabricwatch.records import Finding
 from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS
 from fabricwatch.stream.bus import Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored

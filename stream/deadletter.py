@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import msgspec
 
+from fabricwatch.records import DeadLetter
 from fabricwatch.schema import TOPIC_DEADLETTER
 from fabricwatch.stream.bus import Outgoing, Record
-from fabricwatch.stream.store import DeadLetter as StoredDeadLetter
 
 DEADLETTER_SCHEMA = "fabricwatch.deadletter/v1"
 REASON_MAX = 1000
 
 
-class DeadLetter(msgspec.Struct, frozen=True):
+class _Envelope(msgspec.Struct, frozen=True):
     schema: str
     topic: str
     partition: int
@@ -42,7 +42,7 @@ class DeadLetter(msgspec.Struct, frozen=True):
 
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(DeadLetter)
+_DECODER = msgspec.msgpack.Decoder(_Envelope)
 
 
 def one_line(reason: str) -> str:
@@ -53,7 +53,7 @@ def one_line(reason: str) -> str:
 
 def deadletter_record(original: Record, reason: str, code: str = "") -> Outgoing:
     """The dead letter of ``original`` for the dead-letter topic."""
-    letter = DeadLetter(
+    letter = _Envelope(
         DEADLETTER_SCHEMA,
         original.topic,
         original.partition,
@@ -67,8 +67,8 @@ def deadletter_record(original: Record, reason: str, code: str = "") -> Outgoing
     return Outgoing(TOPIC_DEADLETTER, original.key, _ENCODER.encode(letter), original.ts)
 
 
-def from_stored(d: StoredDeadLetter) -> Outgoing:
-    """The bus record of a dead letter the processor produced (stream.store.DeadLetter)."""
+def from_stored(d: DeadLetter) -> Outgoing:
+    """The bus record of a dead letter the processor stored."""
     return deadletter_record(Record(d.topic, d.key, d.value, d.ts, d.partition, d.offset), d.reason, d.code)
 
 
@@ -80,4 +80,6 @@ def read_deadletter(value: bytes) -> DeadLetter:
         raise ValueError(f"not a dead letter: {exc}") from None
     if letter.schema != DEADLETTER_SCHEMA:
         raise ValueError(f"not a dead letter: schema {letter.schema!r}")
-    return letter
+    return DeadLetter(
+        letter.topic, letter.partition, letter.offset, letter.key, letter.value, letter.reason, letter.code, letter.ts
+    )

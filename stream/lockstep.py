@@ -1,7 +1,7 @@
 """A Kafka bus for drivers that produce and then consume in lock step: ``fabricwatch demo --bootstrap``.
 
 The demo produces one simulated scrape, flushes, and polls until the poll comes back empty, then the
-next scrape (fabricwatch.demo.run_demo). On Kafka a poll can come back empty while records are still
+next scrape (fabricwatch.app.demo.run_demo). On Kafka a poll can come back empty while records are still
 on their way, and a fresh consumer group would start at the topics' beginning, among earlier runs'
 records. This bus fixes both: ``subscribe`` joins a group of its own and waits until it is positioned
 at the end of every partition, so only this run's records are read; ``poll`` returns empty only once

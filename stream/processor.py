@@ -20,19 +20,19 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fabricwatch import schema
 from fabricwatch.clock import Clock
-from fabricwatch.detectors.base import Finding, Window
 from fabricwatch.incident import Incident
+from fabricwatch.records import DeadLetter, Finding, Window
 from fabricwatch.schema import SchemaError
 from fabricwatch.stream.bus import Record
 from fabricwatch.stream.metrics import PipelineMetrics
-from fabricwatch.stream.store import DeadLetter, Store
+from fabricwatch.stream.store import Store
 from fabricwatch.stream.window import WindowBuffer
 from fabricwatch.topology import Topology
 
@@ -42,13 +42,22 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
 class Engine(Protocol):
-    """What the processor needs of detectors.engine.DetectionEngine."""
+    """What the processor needs of a detection engine (fabricwatch.detectors.engine.DetectionEngine)."""
 
-    window_s: float
-    every_s: float
-    findings: list[Finding]
+    @property
+    def window_s(self) -> float: ...
+
+    @property
+    def every_s(self) -> float: ...
+
+    findings: list[Finding]  # the last tick's findings
+    errors: list[str]  # the last tick's detector failures, "name: error" (never fatal)
 
     def run(self, window: Window, now: float) -> list[Incident]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -190,9 +199,7 @@ class Processor:
 
     def _tick(self, tick: float, found: list[tuple[float, Finding]] | None = None) -> list[Incident]:
         assert self.engine is not None
-        advance = getattr(self.clock, "advance_to", None)
-        if advance is not None:
-            advance(tick + self.grace_s)
+        self.clock.advance_to(tick + self.grace_s)
         now = self.clock.now()
         window = self.buffer.window(tick - self.engine.window_s, tick)
         started = time.perf_counter()
@@ -206,7 +213,7 @@ class Processor:
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             self.buffer.evict(tick - self.engine.window_s - self.engine.every_s)
-        for error in getattr(self.engine, "errors", ()):  # one detector failing; the others ran
+        for error in self.engine.errors:  # one detector failing; the others ran
             self.metrics.errors.labels("detect").inc()
             log.warning("detection tick at %.0f: detector %s", tick, error)
         findings = [(now, f) for f in self.engine.findings]
@@ -230,11 +237,9 @@ class Processor:
                 self.store.write_batch(engine_state=state)
 
     def _engine_state(self, now: float) -> tuple[float, str] | None:
-        snapshot = getattr(self.engine, "snapshot", None)
-        if snapshot is None:
-            return None
+        assert self.engine is not None
         try:
-            return now, json.dumps(snapshot(), sort_keys=True, separators=(",", ":"))
+            return now, json.dumps(self.engine.snapshot(), sort_keys=True, separators=(",", ":"))
         except Exception:  # housekeeping: never stop detection for it
             self.metrics.errors.labels("store").inc()
             log.exception("saving the detection engine's state failed")
@@ -242,11 +247,10 @@ class Processor:
 
     def _restore_engine(self) -> None:
         state = self.store.engine_state()
-        restore = getattr(self.engine, "restore", None)
-        if state is None or restore is None:
+        if state is None or self.engine is None:
             return
         try:
-            restore(json.loads(state))
+            self.engine.restore(json.loads(state))
         except Exception as exc:  # a state from another version: start learning afresh, say so
             log.warning("detection state in %s not restored (%s); baselines are learnt again", self.store.path, exc)
             return

@@ -11,34 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from fabricwatch.detectors.base import Finding
 from fabricwatch.incident import Incident
+from fabricwatch.records import DeadLetter, Finding
 from fabricwatch.schema import KINDS, table_schema
 from fabricwatch.stream import segments
 
 DEFAULT_GROUP = "fabricwatch"
 CHECKPOINT_THRESHOLD = "256MB"
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A record that could not be stored, with where it came from and why."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    value: bytes
-    reason: str
-    code: str  # one of stream.metrics.DEADLETTER_CODES
-    ts: float
 
 
 def _kind_ddl(kind: str) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fabricwatch.detectors.base import Window
+from fabricwatch.records import Window
 from fabricwatch.schema import KINDS, table_schema
 from fabricwatch.topology import Topology
 

@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from fabricwatch import topology
-    from fabricwatch.demo import Progress, default_faults, example_queries, run_demo
+    from fabricwatch.app.demo import Progress, default_faults, example_queries, run_demo
+    from fabricwatch.app.report import incidents_table
+    from fabricwatch.app.score import fault_location
     from fabricwatch.faults import load_plan
-    from fabricwatch.report import incidents_table
-    from fabricwatch.score import fault_location
 
     topo = topology.generate(args.gpus, args.rails, args.gpus_per_node)
     faults = list(load_plan(args.faults, topo).faults) if args.faults else default_faults(topo)

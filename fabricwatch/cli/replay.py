@@ -30,9 +30,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from fabricwatch.app.report import incidents_table
     from fabricwatch.replay.capture import open_capture
     from fabricwatch.replay.run import incidents_json, replay
-    from fabricwatch.report import incidents_table
 
     if args.db is not None and args.db.exists():
         raise InputError("--db", f"{args.db} exists; replay writes a fresh file (remove it or pick another name)")

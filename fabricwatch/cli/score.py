@@ -27,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from fabricwatch.app.score import fault_location, score
     from fabricwatch.incident import Incident
     from fabricwatch.replay.capture import open_capture
-    from fabricwatch.score import fault_location, score
 
     try:
         raw = json.loads(args.incidents.read_text())

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.base import Window
+from fabricwatch.records import Window
 from fabricwatch.schema import KINDS
 from fabricwatch.topology import Topology
 

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fabricwatch.detectors.base import DETECTORS, Detector, Finding, Window, detector_class
+from fabricwatch.detectors.base import DETECTORS, Detector, detector_class
 from fabricwatch.faults import ENTITIES
 from fabricwatch.incident import SEVERITIES
+from fabricwatch.records import Finding, Window
 from fabricwatch.schema import KINDS
 from fabricwatch.topology import generate
 from tests.detectors.synth import Timeline, empty_window

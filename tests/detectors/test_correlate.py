@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch import topology
-from fabricwatch.detectors.base import Finding
 from fabricwatch.detectors.correlate import Correlator
+from fabricwatch.records import Finding
 
 TOPO = topology.generate(128, rails=8, gpus_per_node=8)
 GPU = "node002/gpu1"

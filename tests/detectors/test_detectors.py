@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from fabricwatch import topology
-from fabricwatch.detectors.base import Finding, Window, detector_class
+from fabricwatch.detectors.base import detector_class
 from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.records import Finding, Window
 from tests.detectors.synth import T0, Timeline
 
 TOPO = topology.generate(128, rails=8, gpus_per_node=8)

@@ -10,11 +10,12 @@ from collections.abc import Callable
 import pytest
 
 from fabricwatch.detectors import base
-from fabricwatch.detectors.base import Detector, Finding, Window
+from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.errors import InputError
 from fabricwatch.faults import CAUSES
+from fabricwatch.records import Finding, Window
 from fabricwatch.topology import generate
 from tests.detectors.synth import Timeline, run_engine
 

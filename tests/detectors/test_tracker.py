@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from fabricwatch.detectors.base import Finding
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Diagnosis
 from fabricwatch.detectors.tracker import IncidentTracker
+from fabricwatch.records import Finding
 
 
 def diag(cause: str, entity: str, ident: str, anchor: str, severity: str = "minor", first_seen: float = 0.0,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from fabricwatch.app.demo import default_faults
+from fabricwatch.app.score import score
 from fabricwatch.cli import main
 from fabricwatch.collectors.sim import simulate_capture
-from fabricwatch.demo import default_faults
 from fabricwatch.faults import FaultPlan
 from fabricwatch.replay.run import replay
-from fabricwatch.score import score
 from fabricwatch.topology import generate
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fabricwatch.app.score import score
 from fabricwatch.collectors.sim import simulate_capture
 from fabricwatch.faults import load_plan
 from fabricwatch.replay.run import incidents_json, replay
-from fabricwatch.score import score
 from fabricwatch.topology import generate
 
 CASES = sorted(p for p in (Path(__file__).parents[1] / "golden" / "replay").iterdir() if p.is_dir())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from fabricwatch.records import DeadLetter
 from fabricwatch.schema import TOPIC_DEADLETTER
 from fabricwatch.stream.bus import Record
 from fabricwatch.stream.deadletter import REASON_MAX, deadletter_record, from_stored, read_deadletter
-from fabricwatch.stream.store import DeadLetter as StoredDeadLetter
 
 ORIGINAL = Record("fabricwatch.telemetry.gpu", "node007", b"\x00\xffnot msgpack\x93", 1764400000.5, 5, 12345)
 
@@ -36,7 +36,7 @@ def test_reasons_are_one_bounded_line(reason: str, expected: str) -> None:
 
 
 def test_a_stored_dead_letter_becomes_the_same_envelope() -> None:
-    stored = StoredDeadLetter("fabricwatch.telemetry.port", 2, 99, None, b"{}", "wrong structure", "structure", 1.5)
+    stored = DeadLetter("fabricwatch.telemetry.port", 2, 99, None, b"{}", "wrong structure", "structure", 1.5)
     letter = read_deadletter(from_stored(stored).value)
     assert (letter.topic, letter.partition, letter.offset, letter.key, letter.value) == (
         stored.topic,

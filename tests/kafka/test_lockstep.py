@@ -15,7 +15,7 @@ def test_produce_then_poll_until_empty_returns_exactly_this_steps_records(kafka)
     produce_all(kafka.bootstrap, gpu_records(500))  # an earlier run's records: not this run's
     bus = demo_bus(kafka.bootstrap, partitions=kafka.partitions)
     bus.subscribe([topic_of("gpu")])
-    for step in range(3):  # as fabricwatch.demo.run_demo does: produce, flush, poll until empty
+    for step in range(3):  # as fabricwatch.app.demo.run_demo does: produce, flush, poll until empty
         produced = gpu_records(400, first_seq=1000 * (step + 1))
         bus.produce(produced)
         bus.flush()
@@ -28,7 +28,7 @@ def test_produce_then_poll_until_empty_returns_exactly_this_steps_records(kafka)
 
 def test_the_demo_through_kafka_finds_what_it_finds_in_memory(kafka, tmp_path) -> None:
     from fabricwatch import topology
-    from fabricwatch.demo import default_faults, run_demo
+    from fabricwatch.app.demo import default_faults, run_demo
 
     topo = topology.generate(64, 8, 8)
     faults = default_faults(topo)

@@ -21,6 +21,13 @@ class RecordingEngine:
     def __init__(self) -> None:
         self.calls: list[tuple[float, float, float, int]] = []
         self.findings = []
+        self.errors = []
+
+    def snapshot(self):
+        return {"calls": len(self.calls)}
+
+    def restore(self, state):
+        pass
 
     def run(self, window, now):
         gpu = window.frame("gpu")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabricwatch import schema
+from fabricwatch.app.score import Score, score
 from fabricwatch.clock import VirtualClock
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
-from fabricwatch.score import Score, score
 from fabricwatch.stream.bus import Bus, MemoryBus, Outgoing
 from fabricwatch.stream.keys import outgoing_batched
 from fabricwatch.stream.metrics import PipelineMetrics
