@@ -45,13 +45,20 @@ def _open(path: Path, mode: str) -> IO[bytes]:
 class CaptureWriter:
     """Writes a capture; use as a context manager."""
 
-    def __init__(self, path: str | Path, topology: Topology, truth: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        topology: Topology,
+        truth: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """``extra``: more header fields (``notes`` of a recorded capture), kept by cut, filter and label."""
         self.path = Path(path)
         try:
             self._file = _open(self.path, "w")
         except OSError as exc:
             raise InputError(str(path), f"cannot write: {exc.strerror or exc}") from None
-        header: dict[str, Any] = {"capture": CAPTURE_FORMAT, "topology": topology.to_dict()}
+        header: dict[str, Any] = {**(extra or {}), "capture": CAPTURE_FORMAT, "topology": topology.to_dict()}
         if truth is not None:
             header["truth"] = truth
         self._file.write(_ENCODER.encode(header) + b"\n")
@@ -90,6 +97,11 @@ class Capture:
     header: dict[str, Any]
     errors: list[InputError] = field(default_factory=list)
     _file: IO[bytes] | None = None
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Header fields beyond the format, topology and truth (for example ``notes``)."""
+        return {k: v for k, v in self.header.items() if k not in ("capture", "topology", "truth")}
 
     def records(self) -> Iterator[CapturedRecord]:
         assert self._file is not None

@@ -585,6 +585,15 @@ class KafkaBus(Bus):
         consumer = self._need_consumer()
         return {(tp.topic, tp.partition) for tp in consumer.assignment()}
 
+    def positions(self, timeout_s: float = 10.0) -> dict[TopicPartition, int]:
+        """The next offset of every assigned partition, resolving a reset policy ("latest") now, so records
+        produced after this call are the first this consumer reads."""
+        consumer = self._need_consumer()
+        return {
+            (tp.topic, tp.partition): consumer.position(tp, timeout_ms=int(timeout_s * 1000))
+            for tp in consumer.assignment()
+        }
+
     def lag(self) -> dict[TopicPartition, int]:
         """Records behind the end of each assigned partition (from the last fetch; unknown ones left out)."""
         consumer = self._need_consumer()

@@ -27,6 +27,7 @@ COMMANDS = [
     "query",
     "process",
     "serve",
+    "record",
 ]
 
 

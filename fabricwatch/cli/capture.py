@@ -31,6 +31,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     flt.add_argument("--source", action="append", default=[], help="a source to keep (repeatable)")
     flt.add_argument("--out", type=Path, required=True)
     flt.set_defaults(run=run_filter)
+    label = verbs.add_parser(
+        "label",
+        help="add ground truth (faults) to a capture, e.g. one recorded live",
+        description="Add faults to a capture's ground truth (DESIGN §4 fault spec; start, ramp and end in "
+        "seconds from the capture's first record), so `fabricwatch score` can judge a replay of it.",
+    )
+    label.add_argument("capture", type=Path)
+    label.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="YAML",
+        help="one fault as a YAML mapping, e.g. '{cause: link_down, link: L00017, start: 120}' (repeatable)",
+    )
+    label.add_argument("--faults", type=Path, metavar="FILE", help="a fault file whose faults are added")
+    label.add_argument("--replace", action="store_true", help="replace the capture's ground truth, not add to it")
+    label.add_argument("--out", type=Path, help="write here (default: rewrite the capture in place)")
+    label.set_defaults(run=run_label)
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -72,7 +90,7 @@ def _copy(args: argparse.Namespace, keep) -> int:
         raise InputError("--out", "must differ from the input capture")
     cap = open_capture(args.capture)
     kept = 0
-    with CaptureWriter(args.out, cap.topology, cap.truth) as w:
+    with CaptureWriter(args.out, cap.topology, cap.truth, cap.extra) as w:
         first = None
         for rec in cap.records():
             first = rec.ts if first is None else first
@@ -101,6 +119,44 @@ def run_filter(args: argparse.Namespace) -> int:
         args,
         lambda rec, t: (not topics or rec.topic in topics) and (not sources or rec.value.get("source") in sources),
     )
+
+
+def run_label(args: argparse.Namespace) -> int:
+    import os
+
+    import yaml
+
+    from fabricwatch.faults import load_plan, parse_faults
+    from fabricwatch.replay.capture import CaptureWriter, open_capture
+
+    if not args.fault and args.faults is None:
+        raise InputError("capture label", "name at least one --fault or a --faults FILE")
+    cap = open_capture(args.capture)
+    try:
+        entries = []
+        for i, text in enumerate(args.fault, 1):
+            try:
+                entries.append(yaml.safe_load(text))
+            except yaml.YAMLError as exc:
+                raise InputError(f"--fault {i}", f"not YAML: {' '.join(str(exc).split())}") from None
+        faults = [f.to_dict() for f in parse_faults(entries, cap.topology, "--fault")]
+        if args.faults is not None:
+            faults += load_plan(args.faults, cap.topology).to_list()
+    except InputError:
+        cap.close()
+        raise
+    truth = faults if args.replace else [*(cap.truth or []), *faults]
+    out = args.out or args.capture
+    tmp = out.with_name(out.name + ".labelling" + "".join(out.suffixes[-1:]))
+    with CaptureWriter(tmp, cap.topology, truth, cap.extra) as w:
+        for rec in cap.records():
+            w.write(rec.topic, rec.key, rec.ts, rec.value)
+    if cap.errors:  # never replace a capture with a shorter copy of it
+        tmp.unlink()
+        return _report_errors(cap.errors)
+    os.replace(tmp, out)
+    print(f"{out}: ground truth now holds {len(truth)} fault(s)")
+    return 0
 
 
 def _report_errors(errors: list[InputError]) -> int:
