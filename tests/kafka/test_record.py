@@ -41,7 +41,8 @@ def test_record_then_replay_gives_the_rows_that_were_produced(kafka, tmp_path, p
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "fabricwatch", "record", "--bootstrap", kafka.bootstrap, "--out", str(out)),
-            *("--topology", str(cluster), "--duration", "60", "--max-records", str(len(messages)), "--notes", "rail 2 slow"),
+            *("--topology", str(cluster), "--duration", "60", "--max-records", str(len(messages))),
+            *("--notes", "rail 2 slow"),
         ],
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
