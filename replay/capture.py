@@ -36,9 +36,11 @@ _LINE = msgspec.json.Decoder(_Line)
 _ANY = msgspec.json.Decoder()
 
 
-def _open(path: Path, mode: str) -> IO[bytes]:
+def _open(path: Path, mode: str, compresslevel: int = 3) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path, mode + "b", compresslevel=3) if "w" in mode else gzip.open(path, mode + "b")
+        if "w" in mode:  # mtime 0: the same capture gives the same bytes (the stored library stays unchanged)
+            return gzip.GzipFile(path, mode + "b", compresslevel=compresslevel, mtime=0)
+        return gzip.open(path, mode + "b")
     return open(path, mode + "b")
 
 
@@ -51,11 +53,13 @@ class CaptureWriter:
         topology: Topology,
         truth: list[dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        compresslevel: int = 3,
     ) -> None:
-        """``extra``: more header fields (``notes`` of a recorded capture), kept by cut, filter and label."""
+        """``extra``: more header fields (``notes`` of a recorded capture), kept by cut, filter and label.
+        ``compresslevel`` (gzip): 3 writes fast; the stored library uses 9."""
         self.path = Path(path)
         try:
-            self._file = _open(self.path, "w")
+            self._file = _open(self.path, "w", compresslevel)
         except OSError as exc:
             raise InputError(str(path), f"cannot write: {exc.strerror or exc}") from None
         header: dict[str, Any] = {**(extra or {}), "capture": CAPTURE_FORMAT, "topology": topology.to_dict()}

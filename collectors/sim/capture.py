@@ -36,7 +36,13 @@ def scrape_count(duration: float, interval: float) -> int:
 
 
 def simulate_capture(
-    topology: Topology, plan: FaultPlan, duration: float, interval: float, out: Path, progress: bool = True
+    topology: Topology,
+    plan: FaultPlan,
+    duration: float,
+    interval: float,
+    out: Path,
+    progress: bool = True,
+    compresslevel: int = 3,
 ) -> int:
     """Simulate ``duration`` seconds and write them to ``out``; returns the number of messages written.
 
@@ -60,7 +66,7 @@ def simulate_capture(
         disable=not progress,
         transient=False,
     )
-    with CaptureWriter(out, topology, plan.to_list()) as writer, bar:
+    with CaptureWriter(out, topology, plan.to_list(), compresslevel=compresslevel) as writer, bar:
         task = bar.add_task("simulate", total=steps, sim_t=0.0, rate=0.0)
         for _ in range(steps):
             for message in sim.step():

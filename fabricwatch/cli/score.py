@@ -17,13 +17,76 @@ def register(sub: argparse._SubParsersAction) -> None:
         "for each injected fault, was an incident raised at its location with its cause, and after how long; "
         "incidents that match no fault are false alarms.",
     )
-    p.add_argument("incidents", type=Path, help="incidents JSON array")
-    p.add_argument("--truth", type=Path, required=True, metavar="CAPTURE", help="capture whose header has truth")
+    p.add_argument("incidents", type=Path, nargs="?", help="incidents JSON array")
+    p.add_argument("--truth", type=Path, metavar="CAPTURE", help="capture whose header has truth")
+    p.add_argument(
+        "--library",
+        type=Path,
+        metavar="DIR",
+        help="replay every scenario of a stored library (replay/library) and print a table per scenario and totals",
+    )
     p.add_argument("--json", action="store_true", help="print the score as JSON")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.library is not None:
+        if args.incidents is not None or args.truth is not None:
+            raise InputError("--library", "replays its own captures: give no incidents file or --truth with it")
+        return run_library(args)
+    if args.incidents is None or args.truth is None:
+        raise InputError("score", "give an incidents file and --truth CAPTURE, or --library DIR")
+    return run_one(args)
+
+
+def run_library(args: argparse.Namespace) -> int:
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from fabricwatch.app import library
+
+    err = Console(file=sys.stderr)
+    results = []
+    with err.status("") as status:
+        for r in library.run_library(
+            args.library, progress=lambda s: status.update(f"replaying {s.name}") if err.is_terminal else None
+        ):
+            results.append(r)
+    totals = library.totals(results)
+    if args.json:
+        print(json.dumps({"scenarios": [r.to_dict() for r in results], "totals": totals}, indent=2))
+        return 0
+    table = Table("scenario", "faults", "found", "missed", "wrong cause", "false incidents", "delay", "verdict")
+    for r in results:
+        d = r.to_dict()
+        delays = d["delays_s"]
+        table.add_row(
+            r.scenario.name,
+            str(d["faults"]),
+            str(d["found"]),
+            "\n".join(d["missed"]) or "-",
+            "\n".join(d["wrong_cause"]) or "-",
+            "\n".join(d["false_incidents"]) or "-",
+            " ".join(f"{x:.0f}s" for x in delays) or "-",
+            "pass" if r.passed else ("[yellow]known failure[/]" if r.scenario.known_failure else "[red]FAIL[/]"),
+        )
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    out.print(table)
+    t = totals
+    out.print(
+        f"{t['passed']}/{t['scenarios']} scenarios pass · precision {t['precision']:.3f} · recall {t['recall']:.3f} · "
+        f"cause accuracy {t['cause_accuracy']:.3f} · {t['false_incidents']} false incidents"
+    )
+    delay = Table("cause", "n", "delay p50", "delay p95", title="detection delay by cause")
+    for cause, v in t["delay_s"].items():
+        delay.add_row(cause, str(v["n"]), f"{v['p50']:.0f} s", f"{v['p95']:.0f} s")
+    out.print(delay)
+    return 0
+
+
+def run_one(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
