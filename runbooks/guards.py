@@ -44,7 +44,8 @@ class Ledger:
     out: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, id) → domain
     acts: list[tuple[float, str]] = field(default_factory=list)  # (ts, domain) of executed actions
     started: dict[str, str] = field(default_factory=dict)  # incident → what was started
-    remediations: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
+    # component id → incident → (ts, runbook): one remediation per incident, however many act steps
+    remediations: dict[str, dict[str, tuple[float, str]]] = field(default_factory=lambda: defaultdict(dict))
 
     @classmethod
     def from_audit(cls, rows: list[tuple[Any, ...]]) -> Ledger:
@@ -70,10 +71,9 @@ class Ledger:
         key = tuple(component.split(":", 1)) if component and ":" in component else None
         if outcome == "started":
             self.started.setdefault(incident, action)
-        elif outcome == "executed":
+        elif outcome == "executed" and key:  # an act step (others carry no component)
             self.acts.append((ts, domain or ""))
-            if key:
-                self.remediations[key[1]].append((ts, runbook))
+            self.remediations[key[1]].setdefault(incident, (ts, runbook))
         elif outcome == "out_of_service" and key:
             self.out[key] = domain or ""  # type: ignore[index]
         elif outcome in ("returned_to_service", "rolled_back") and key:
