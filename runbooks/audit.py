@@ -72,12 +72,15 @@ class Audit:
         *,
         metrics: RunbookMetrics | None = None,
         publish: Callable[[dict[str, Any]], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.con = con
         self.clock = clock
         self.metrics = metrics
         self.publish = publish
-        ensure_schema(con)
+        self.read_only = read_only
+        if not read_only:
+            ensure_schema(con)
 
     def record(self, incident_id: str, runbook: str, outcome: str, **fields: Any) -> dict[str, Any]:
         row: dict[str, Any] = dict.fromkeys(FIELDS)
@@ -97,7 +100,12 @@ class Audit:
         return row
 
     def ledger_rows(self) -> list[tuple[Any, ...]]:
-        return self.con.execute(
-            "SELECT epoch_us(ts) / 1e6, incident_id, runbook, action, outcome, component, domain, dry_run "
-            "FROM runbook_audit ORDER BY ts, rowid"
-        ).fetchall()
+        try:
+            return self.con.execute(
+                "SELECT epoch_us(ts) / 1e6, incident_id, runbook, action, outcome, component, domain, dry_run "
+                "FROM runbook_audit ORDER BY ts, incident_id"
+            ).fetchall()
+        except (duckdb.BinderException, duckdb.CatalogException):
+            if not self.read_only:
+                raise
+            return []  # read-only view of a file from before the audit had these columns: nothing recorded

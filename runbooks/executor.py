@@ -64,6 +64,7 @@ class Executor:
         publish: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] | None = None,
         backends: dict[str, Backend] | None = None,
+        read_only: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
@@ -76,7 +77,7 @@ class Executor:
         self.sleep = sleep or sleeper(clock)
         self.telemetry = Telemetry(con)
         self.planner = Planner(topology, books, config, self.telemetry)
-        self.audit = Audit(con, clock, metrics=metrics, publish=publish)
+        self.audit = Audit(con, clock, metrics=metrics, publish=publish, read_only=read_only)
         self.metrics = metrics
         self.guards = Guards(topology, config.guards)
         self.ledger = Ledger.from_audit(self.audit.ledger_rows())
@@ -177,6 +178,7 @@ class Executor:
         target = plan.target
         req = step.request if step is not None else None
         fields.setdefault("dry_run", self.mode != "execute")
+        fields.setdefault("backend", step.backend if step else None)
         row = self.audit.record(
             plan.incident.id,
             plan.runbook.name if plan.runbook else "",
@@ -186,7 +188,6 @@ class Executor:
             argv=list(req.argv) if req and req.argv else None,
             target=plan.incident.location.get("id"),
             mode=self.mode,
-            backend=step.backend if step else None,
             domain=target.domain if target else None,
             **fields,
         )
