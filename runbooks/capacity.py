@@ -33,11 +33,16 @@ class Capacity:
         self.groups[group].add(link)
         self.of_link[link].append(group)
 
-    def check(self, down: set[str], remove: list[str]) -> str | None:
-        """Why removing ``remove`` (link ids) on top of ``down`` breaks the constraint, or None."""
+    def check(self, down: set[str], remove: list[str], switches_out: set[str] = frozenset()) -> str | None:
+        """Why removing ``remove`` (link ids) on top of ``down`` breaks the constraint, or None.
+
+        A leaf in ``switches_out`` is leaving service whole: its own uplinks do not count against it
+        (its nodes' rails do).
+        """
         new = [link for link in remove if link not in down]
         after = down | set(new)
-        for group in sorted({g for link in new for g in self.of_link.get(link, ())}):
+        skip = {f"leaf {s} uplinks" for s in switches_out}
+        for group in sorted({g for link in new for g in self.of_link.get(link, ())} - skip):
             links = self.groups[group]
             up_before = len(links - down)
             up_after = len(links - after)

@@ -185,7 +185,8 @@ class Guards:
             for k, i in ledger.out:
                 if k == "switch":
                     down |= {self.topology.port_link[p].id for p in self.topology.ports_of_device(i)}
-            why = self.capacity.check(down, target.links_out)
+            gone = {i for k, i in target.out if k == "switch"}
+            why = self.capacity.check(down, target.links_out, gone)
             if why:
                 refusals.append(Refusal("capacity", why))
         return refusals
