@@ -108,7 +108,7 @@ class Rig:
     def react(self, request: Request) -> None:
         """A switch answers `gnmic set enabled=false/true` by reporting the port's state."""
         argv = request.argv
-        m = re.search(r"name=Ethernet(\d+)\]", argv[8]) if argv and argv[0] == "gnmic" else None
+        m = re.search(r"name=Ethernet(\d+)\]", argv[7]) if argv and argv[0] == "gnmic" else None
         if m is not None:
             switch, number = argv[2], int(m[1])
             port = next(p for p in self.topology.ports_of_device(switch) if split_port(p)[1] == number)  # type: ignore[index]
