@@ -66,8 +66,10 @@ def test_wheel_installs_one_package_and_runs_the_demo(tmp_path: Path) -> None:
         tops = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
         names = set(zf.namelist())
     assert tops == {"fabricwatch"}
-    for stage in ("collectors", "collectors/sim", "stream", "detectors", "replay"):
+    for stage in ("collectors", "collectors/sim", "stream", "detectors", "replay", "runbooks"):
         assert f"fabricwatch/{stage}/__init__.py" in names
+    library = {n.rsplit("/", 1)[1] for n in names if n.startswith("fabricwatch/runbooks/library/")}
+    assert library == {p.name for p in (ROOT / "runbooks" / "library").glob("*.yaml")} and len(library) == 14
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
