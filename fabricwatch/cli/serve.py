@@ -13,6 +13,7 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     seal_every: 60                   # seconds between sealings of old rows to Parquet (0: never), so
     seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
+    runbooks: {enabled: true, mode: shadow}  # off by default; see fabricwatch.runbooks.service
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
 partition, incidents), ``/healthz`` (200 while the consumer loop polls; 503 when it has not polled for
@@ -80,6 +81,7 @@ KEYS = {
     "seal_every": _seconds,
     "seal_horizon": _seconds,
     "http": None,  # a mapping, checked below
+    "runbooks": None,  # a mapping, checked by fabricwatch.runbooks.service.check
 }
 REQUIRED = ("bootstrap", "db")
 HTTP_KEYS = {"listen": _str, "port": _int(0, 65_535)}
@@ -118,6 +120,11 @@ def load_config(path: Path) -> tuple[Any, str, int]:
             problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
         elif KEYS[key] is not None and (why := KEYS[key](value)):
             problem(key, why)
+    if "runbooks" in data:
+        from fabricwatch.runbooks.service import check
+
+        if why := check(data["runbooks"]):
+            problem("runbooks", why)
     for key in REQUIRED:
         if key not in data:
             errors.append(InputError(f"{path}:1", f"{key}: missing (required)"))
@@ -216,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
         service.close()
         raise InputError(f"{args.config}: http", f"cannot listen on {listen}:{port}: {exc.strerror or exc}") from None
     server.daemon_threads = True
+    runbooks = start_runbooks(args.config, service)
     threading.Thread(target=server.serve_forever, name="fabricwatch-http", daemon=True).start()
     print(f"fabricwatch serve: http://{listen}:{server.server_address[1]}/metrics /healthz /readyz", file=sys.stderr)
     stop = threading.Event()
@@ -225,5 +233,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.shutdown()
         server.server_close()
+        if runbooks is not None:
+            runbooks.stop()
         service.close()
     return 0
+
+
+def start_runbooks(path: Path, service: Any) -> Any:
+    """The runbook worker when the config's ``runbooks`` section enables it (shadow mode by default)."""
+    section = (yaml.safe_load(path.read_text()) or {}).get("runbooks") or {}
+    if not section.get("enabled"):
+        return None
+    from fabricwatch.runbooks.service import RunbookWorker, actions_producer
+
+    publish, _bus = actions_producer(service.settings.bootstrap)
+    worker = RunbookWorker(service, section, path.parent, publish=publish)
+    print(f"fabricwatch serve: runbooks enabled, {worker.mode} mode", file=sys.stderr)
+    return worker
