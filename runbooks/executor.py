@@ -81,6 +81,7 @@ class Executor:
         self.metrics = metrics
         self.guards = Guards(topology, config.guards)
         self.ledger = Ledger.from_audit(self.audit.ledger_rows())
+        self._gauge()
         backends = backends or {}
         self.backends = {
             "command": backends.get("command") or config.backend("command", say),
@@ -195,11 +196,15 @@ class Executor:
             row["ts"], row["incident_id"], row["runbook"], row["action"] or "", outcome, row["component"],
             row["domain"], row["dry_run"],
         )  # fmt: skip
-        if self.metrics is not None and outcome in ("out_of_service", "returned_to_service", "rolled_back"):
-            for kind in ("link", "gpu", "node", "switch"):
-                self.metrics.out_of_service.labels(kind).set(sum(1 for k, _ in self.ledger.out if k == kind))
+        if outcome in ("out_of_service", "returned_to_service", "rolled_back"):
+            self._gauge()
         result.rows.append(row)
         return row
+
+    def _gauge(self) -> None:
+        if self.metrics is not None:
+            for kind in ("link", "gpu", "node", "switch"):
+                self.metrics.out_of_service.labels(kind).set(sum(1 for k, _ in self.ledger.out if k == kind))
 
     def _diagnosed(self, result: Result, step: PlannedStep) -> None:
         if step.error:
@@ -211,9 +216,12 @@ class Executor:
         inc = result.plan.incident
         if self.mode != "dry-run" and not any(e.get("step") == step.name for e in inc.evidence):
             inc.evidence.append(evidence)
-            self.con.execute(
-                "UPDATE incidents SET evidence = ? WHERE id = ?", [json.dumps(inc.evidence, default=str), inc.id]
-            )
+            try:
+                self.con.execute(
+                    "UPDATE incidents SET evidence = ? WHERE id = ?", [json.dumps(inc.evidence, default=str), inc.id]
+                )
+            except duckdb.TransactionException as exc:  # the processor wrote the incident meanwhile
+                self._rec(result, "failed", step, reason=f"evidence not attached: {str(exc).splitlines()[0]}")
 
     def _backend(self, step: PlannedStep) -> Backend:
         req = step.request

@@ -9,6 +9,7 @@ import pytest
 from fabricwatch.errors import InputErrors
 from fabricwatch.faults import CAUSES
 from fabricwatch.runbooks.loader import LIBRARY, load_library, load_runbook
+from fabricwatch.topology import Topology
 
 GOOD = """name: {name}
 trigger: {{type: link_degradation, cause: connector_contamination}}
@@ -83,3 +84,33 @@ def test_a_good_runbook_loads_and_a_site_folder_adds_to_the_library(tmp_path: Pa
     (tmp_path / "other.yaml").write_text(GOOD.format(name="mine"))
     with pytest.raises(InputErrors, match="must match the file name"):
         load_library(tmp_path)
+
+
+def test_every_ready_template_renders_for_the_incident_it_is_made_for(topo128: Topology) -> None:
+    from fabricwatch.runbooks.render import render
+    from fabricwatch.runbooks.targets import resolve
+    from fabricwatch.runbooks.templates import TEMPLATES
+    from tests.runbooks.support import incident
+
+    gpu = resolve(
+        incident("inc-1", "gpu_xid", "gpu", "node001/gpu3", "drain-gpu"), topo128, "node",
+        {"cap_fraction": 0.8, "clock_cap_mhz": 1200}, power_limit=lambda g: 700.0,
+    )  # fmt: skip
+    link = resolve(incident("inc-2", "link_down", "link", "L00011", "check-link"), topo128, "link", {})
+    rendered = {}
+    for name, argv in TEMPLATES.items():
+        values = link.values if name.startswith("gnmic") else gpu.values
+        rendered[name] = [render(a, values) for a in argv]
+    assert rendered["slurm-drain"] == ["scontrol", "update", "NodeName=node001", "State=DRAIN",
+                                       "Reason=fabricwatch inc-1 gpu_xid"]  # fmt: skip
+    assert rendered["slurm-resume"] == ["scontrol", "update", "NodeName=node001", "State=RESUME"]
+    assert rendered["kubectl-cordon"] == ["kubectl", "cordon", "node001"]
+    assert rendered["kubectl-uncordon"] == ["kubectl", "uncordon", "node001"]
+    assert rendered["ip-link-down"] == ["ip", "link", "set", "dev", "rdma3", "down"]
+    assert rendered["nvidia-smi-power-cap"] == ["nvidia-smi", "-i", "3", "-pl", "560"]
+    assert rendered["nvidia-smi-power-restore"] == ["nvidia-smi", "-i", "3", "-pl", "700"]
+    host_end = topo128.link_by_id["L00011"].b  # the leaf end of a host link
+    number = int(host_end.rsplit(":p", 1)[1])
+    assert rendered["gnmic-port-down"][2] == host_end.split(":")[0]
+    assert f"/interfaces/interface[name=Ethernet{number}]/config/enabled" in rendered["gnmic-port-down"]
+    assert rendered["gnmic-port-up"][-1] == "true" and rendered["gnmic-port-down"][-1] == "false"
