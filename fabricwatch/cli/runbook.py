@@ -75,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _plan_or_run(args: argparse.Namespace, books: dict) -> int:
+    from fabricwatch.clock import VirtualClock
     from fabricwatch.runbooks import cli as rcli
     from fabricwatch.runbooks.config import ActionsConfig, load
     from fabricwatch.runbooks.executor import Executor
@@ -95,8 +96,16 @@ def _plan_or_run(args: argparse.Namespace, books: dict) -> int:
         elif running and args.shadow:
             mode = "shadow"
         say = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
+        clock = rcli.clock_for(con)
+        real = config.command_backend != "dry-run" or config.message_backend != "dry-run"
+        if mode == "execute" and real and isinstance(clock, VirtualClock):
+            raise InputError(
+                "--execute",
+                f"{args.db} is a recording (its newest telemetry is old): verify would read no new telemetry; "
+                "execute through real backends only on a live database",
+            )
         ex = Executor(
-            topo, books, con, config, clock=rcli.clock_for(con), mode=mode, approvals=approvals, say=say,
+            topo, books, con, config, clock=clock, mode=mode, approvals=approvals, say=say,
             read_only=not running,
         )  # fmt: skip
         if not running:

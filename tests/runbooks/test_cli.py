@@ -83,3 +83,13 @@ def test_history_shows_repeated_remediation_and_the_escalation(
     assert out[0].startswith("L00128               clean-connector      3× from")
     assert out[0].endswith("inc-0 inc-1 inc-2")
     assert "escalated: L00128 needed clean-connector 3 times in 30 days: escalated to replace-fiber instead" in out[-1]
+
+
+def test_real_backends_never_execute_on_a_recorded_database(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "actions.yaml"
+    config.write_text("backends: {command: command}\ncommand: {allowlist: {gnmic: /bin/true}}\n")
+    args = ["runbook", "run", "inc-0001", "--db", str(db), "--topology", str(CAPTURE), "--config", str(config)]
+    assert main([*args, "--execute", "--approve"]) == 2
+    assert "is a recording" in capsys.readouterr().err
