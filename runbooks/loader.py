@@ -216,8 +216,9 @@ def _action(c: _Checker, raw: dict, where: str, known: set[str]) -> Action | Non
             c.bad(raw, f"{where}.argv: must be a non-empty list of strings")
             return None
         argv = tuple(str(a) for a in argv)
-        if names(argv[0]) or ("/" in argv[0] and not argv[0].startswith("/")):
-            c.bad(raw, f"{where}.argv[0]: the executable must be a literal name or absolute path, not {argv[0]!r}")
+        if names(argv[0]) or "/" in argv[0]:
+            # a name the actions config's allowlist maps to a path: a runbook cannot pick a binary
+            c.bad(raw, f"{where}.argv[0]: the executable must be a literal name (no path), not {argv[0]!r}")
             return None
     for a in argv:
         c.placeholders(raw, a, known, f"{where}.argv")
