@@ -47,8 +47,8 @@ def check(section: Any) -> str | None:
 
 
 class RunbookWorker:
-    def __init__(self, service: Any, section: dict[str, Any], base: Path, publish: Any = None) -> None:
-        """``publish``: where audit rows go beside DuckDB (serve passes the actions topic's producer)."""
+    def __init__(self, service: Any, section: dict[str, Any], base: Path, publish: Any = None, bus: Any = None) -> None:
+        """``publish``: where audit rows go beside DuckDB; ``bus``: its producer, closed on stop."""
         from fabricwatch.clock import WallClock
         from fabricwatch.runbooks import config as actions
         from fabricwatch.runbooks.audit import RunbookMetrics
@@ -63,6 +63,7 @@ class RunbookWorker:
         cfg = actions.load(rel(section["actions"])) if section.get("actions") else actions.ActionsConfig()
         books = load_library(rel(section["dir"]) if section.get("dir") else None)
         self.mode = section.get("mode", "shadow")
+        self.bus = bus
         self.queue: queue.Queue[Incident | None] = queue.Queue(QUEUE_MAX)
         self.seen: set[str] = set()
         self.con = service.store.con.cursor()  # a connection of its own, for this thread
@@ -101,6 +102,8 @@ class RunbookWorker:
     def stop(self, timeout_s: float = 10.0) -> None:
         self.queue.put(None)
         self.thread.join(timeout_s)
+        if self.bus is not None:
+            self.bus.close()
         if self.thread.is_alive():
             log.error("the runbook worker did not stop within %.0f s (a runbook is waiting)", timeout_s)
             return

@@ -246,7 +246,7 @@ def start_runbooks(path: Path, service: Any) -> Any:
         return None
     from fabricwatch.runbooks.service import RunbookWorker, actions_producer
 
-    publish, _bus = actions_producer(service.settings.bootstrap)
-    worker = RunbookWorker(service, section, path.parent, publish=publish)
+    publish, bus = actions_producer(service.settings.bootstrap)
+    worker = RunbookWorker(service, section, path.parent, publish=publish, bus=bus)
     print(f"fabricwatch serve: runbooks enabled, {worker.mode} mode", file=sys.stderr)
     return worker

@@ -20,7 +20,7 @@ from fabricwatch.runbooks.audit import ACTIONS_TOPIC
 from fabricwatch.stream.kafka import KafkaBus
 from fabricwatch.stream.keys import outgoing_batched
 from fabricwatch.topology import generate
-from tests.kafka.helpers import ROOT, produce_all, stop_process, wait_until
+from tests.kafka.helpers import ROOT, stop_process, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -34,31 +34,36 @@ def test_serve_plans_incidents_in_shadow_mode_and_publishes_the_decisions(kafka,
         f"bootstrap: {kafka.bootstrap}\ndb: serve.duckdb\ngroup: {kafka.group}\ntopology: cluster.yaml\n"
         f"partitions: {kafka.partitions}\nhttp: {{port: 0}}\nrunbooks: {{enabled: true}}\n"
     )
-    sim = Simulator(topo, [Fault("gpu_xid", "node003/gpu1", 30.0, options={"xid": 48})], seed=9, interval=5.0)
-    records = [r for _ in range(40) for r in outgoing_batched(sim.step(), topo)]  # 200 s of telemetry
     start = time.time()
+    # serve detects on the wall clock: telemetry is produced as it happens, one scrape a second
+    fault = Fault("gpu_xid", "node003/gpu1", 20.0, options={"xid": 48})
+    sim = Simulator(topo, [fault], seed=9, interval=1.0, start_ts=start)
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - the child owns it until it exits
     proc = subprocess.Popen(
         [sys.executable, "-m", "fabricwatch", "serve", "--config", str(tmp_path / "serve.yaml")],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     reader = KafkaBus(kafka.bootstrap, group_id=f"test-{uuid.uuid4().hex[:8]}", topics=[ACTIONS_TOPIC])
+    producer = KafkaBus(kafka.bootstrap, partitions=kafka.partitions)
     got: list[dict] = []
     try:
-        produce_all(kafka.bootstrap, records, partitions=kafka.partitions)
         reader.subscribe([ACTIONS_TOPIC])
 
         def planned() -> bool:
+            if start + sim._k * sim.interval <= time.time():  # the next scrape is due
+                producer.produce(outgoing_batched(sim.step(), topo))
+                producer.flush(10)
             got.extend(json.loads(r.value) for r in reader.poll(max_records=1000, timeout_s=0.2))
-            return any(g["runbook"] == "drain-gpu" and g["outcome"] == "planned" and g["ts"] >= start for g in got)
+            return any(g["runbook"] == "drain-gpu" and g["outcome"] == "planned" and g["ts"] >= start - 1 for g in got)
 
-        wait_until(planned, 180, "a drain-gpu plan on fabricwatch.actions")
+        wait_until(planned, 150, "a drain-gpu plan on fabricwatch.actions")
     finally:
         reader.close()
+        producer.close()
         code = stop_process(proc, timeout_s=30)
         log.close()
     assert code == 0, (tmp_path / "serve.log").read_text()[-2000:]
-    mine = [g for g in got if g["ts"] >= start and g["runbook"] == "drain-gpu"]
+    mine = [g for g in got if g["ts"] >= start - 1 and g["runbook"] == "drain-gpu"]
     assert {g["mode"] for g in mine} == {"shadow"}
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT outcome, mode FROM runbook_audit WHERE runbook = 'drain-gpu'").fetchall()
