@@ -36,6 +36,7 @@ SCENARIO_KEYS = {
     "faults",
     "pathologies",
     "known_failure",
+    "recorded",
 }
 TOPOLOGY_KEYS = {"gpus", "rails", "gpus_per_node"}
 COMPRESSLEVEL = 9  # the library is stored in the repository: smallest files, built once
@@ -52,6 +53,7 @@ class Scenario:
     plan: FaultPlan
     pathologies: tuple[dict[str, Any], ...] = ()
     known_failure: str | None = None
+    recorded: bool = False  # a capture recorded live (fabricwatch record): never simulated, only replayed
 
     @property
     def capture(self) -> Path:
@@ -74,6 +76,8 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(
             place, f"unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: {sorted(SCENARIO_KEYS)})"
         )
+    if data.get("recorded") is True:
+        return _recorded_scenario(path, data, place)
     errors: list[InputError] = []
 
     def number(key: str, default: float | None = None) -> float:
@@ -122,6 +126,23 @@ def load_scenario(path: str | Path) -> Scenario:
     )
 
 
+def _recorded_scenario(path: Path, data: dict[str, Any], place: str) -> Scenario:
+    """A scenario around a recorded capture: its topology and ground truth are the capture's own."""
+    from fabricwatch.replay.capture import open_capture
+
+    description = data.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise InputError(place, "description: say in words what the scenario shows")
+    extra = set(data) - {"description", "recorded", "known_failure"}
+    if extra:
+        raise InputError(place, f"a recorded scenario takes its topology and faults from its capture: {sorted(extra)}")
+    name = path.name.removesuffix(".yaml")
+    cap = open_capture(path.with_name(f"{name}.jsonl.gz"))
+    cap.close()
+    known = data.get("known_failure")
+    return Scenario(name, path, description.strip(), cap.topology, 0.0, 0.0, FaultPlan(0, ()), (), known, True)
+
+
 def scenarios(folder: str | Path) -> list[Scenario]:
     """Every scenario of a library folder, by name."""
     folder = Path(folder)
@@ -144,7 +165,7 @@ def build(scenario: Scenario, *, simulate: bool = True) -> list[Incident]:
 
     if scenario.pathologies:
         raise InputError(str(scenario.path), "pathologies are not simulated yet (issue 8, part 1)")
-    if simulate:
+    if simulate and not scenario.recorded:
         simulate_capture(
             scenario.topology,
             scenario.plan,
