@@ -142,7 +142,7 @@ def _value(value: Any, typ: Any, path: str, parent: Any, key: Any, place: str, e
         if not isinstance(value, dict):
             _fail(errors, place, line, path, f"must be {describe(typ)}{_not(value)}")
             return _MISSING
-        return _struct(value, struct, path, place, errors)
+        return _struct(value, struct, path, place, errors, line)
     item_struct = _dict_of_structs(typ)
     if item_struct is not None:
         if not isinstance(value, dict):
@@ -168,7 +168,10 @@ def _value(value: Any, typ: Any, path: str, parent: Any, key: Any, place: str, e
         return _MISSING
 
 
-def _struct(data: dict, struct: type[msgspec.Struct], path: str, place: str, errors: list[InputError]) -> Any:
+def _struct(
+    data: dict, struct: type[msgspec.Struct], path: str, place: str, errors: list[InputError], line: int | None
+) -> Any:
+    """A Struct from a mapping; a missing key or a problem across keys is reported at ``line`` (its key's)."""
     fields = {f.name: f for f in msgspec.structs.fields(struct)}
     before = len(errors)
     kwargs: dict[str, Any] = {}
@@ -185,13 +188,13 @@ def _struct(data: dict, struct: type[msgspec.Struct], path: str, place: str, err
             kwargs[k] = converted
     for name, f in fields.items():
         if f.required and name not in data:
-            _fail(errors, place, line_of(data), f"{path}.{name}" if path else name, "missing (required)")
+            _fail(errors, place, line, f"{path}.{name}" if path else name, "missing (required)")
     if len(errors) > before:
         return _MISSING
     try:
         return struct(**kwargs)
     except (ValueError, TypeError) as exc:
-        _fail(errors, place, line_of(data), path, str(exc))
+        _fail(errors, place, line, path, str(exc))
         return _MISSING
 
 
