@@ -159,7 +159,11 @@ def _value(value: Any, typ: Any, path: str, parent: Any, key: Any, place: str, e
             out[k] = _value({} if v is None else v, cls, sub, value, k, place, errors)
         return out
     try:
-        return msgspec.convert(value, typ, dec_hook=_dec_hook)
+        out = msgspec.convert(value, typ, dec_hook=_dec_hook)
+        if isinstance(out, float) and not math.isfinite(out):
+            _fail(errors, place, line, path, f"must be finite, not {value!r}")
+            return _MISSING
+        return out
     except msgspec.ValidationError as exc:
         message = f"must be {describe(typ)}{_not(value)}"
         if "Expected" not in str(exc):  # a check of the value's own type (a Path, an enum): its words
