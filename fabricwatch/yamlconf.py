@@ -166,7 +166,7 @@ def _value(value: Any, typ: Any, path: str, parent: Any, key: Any, place: str, e
         return out
     except msgspec.ValidationError as exc:
         message = f"must be {describe(typ)}{_not(value)}"
-        if "Expected" not in str(exc):  # a check of the value's own type (a Path, an enum): its words
+        if not str(exc).startswith(("Expected", "Invalid")):  # the value's own type explains itself
             message = str(exc).split(" - at ")[0]
         _fail(errors, place, line, path, message)
         return _MISSING
@@ -203,9 +203,11 @@ def _struct(
 
 
 def _dec_hook(typ: type, obj: Any) -> Any:
+    if typ is Path and isinstance(obj, Path):
+        return obj
     if typ is Path and isinstance(obj, str) and obj:
         return Path(obj)
-    raise NotImplementedError
+    raise NotImplementedError(f"{typ} from {type(obj).__name__}")
 
 
 def _not(value: Any) -> str:
