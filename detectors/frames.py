@@ -341,7 +341,8 @@ THRESHOLD_COLUMNS = {
 
 def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str, np.ndarray]:
     """The module thresholds of each entity of ``index`` (ports, or (port, lane)): the latest the
-    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null)."""
+    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null).
+    ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
     else:
