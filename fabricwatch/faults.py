@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+
+from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.topology import Topology, load_yaml
+from fabricwatch.topology import Topology
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
 
@@ -136,7 +139,7 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
     errors: list[InputError] = []
     faults: list[Fault] = []
     for i, entry in enumerate(entries):
-        line = lines.get(id(entry))
+        line = lines.get(id(entry)) or yamlconf.line_of(entries, i)
         loc = f"{place}:{line}" if line else place
 
         def bad(message: str, loc: str = loc, i: int = i) -> None:
@@ -199,18 +202,21 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
     return faults
 
 
+class FaultFile(yamlconf.Config):
+    """The fault-spec file's top level; a new section (say ``pathologies:``) is a new field here."""
+
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 0
+    faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
+
+
 def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
     """Load a fault-spec YAML (``seed`` and ``faults``); every problem names the file and line."""
-    data, lines = load_yaml(path)
     place = str(path)
+    data = yamlconf.load(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputError(place, "a fault spec is a mapping with keys seed and faults")
-    unknown = set(data) - {"seed", "faults"}
-    if unknown:
-        raise InputError(place, f"unknown top-level key(s): {', '.join(sorted(map(str, unknown)))}")
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(place, f"seed must be an integer ≥ 0, not {seed!r}")
-    return FaultPlan(seed, tuple(parse_faults(data.get("faults"), topology, place, lines)))
+    spec = yamlconf.convert(data, FaultFile, place)
+    entries = data.get("faults")  # as loaded, with the line of each entry
+    return FaultPlan(spec.seed, tuple(parse_faults(entries, topology, place)))
