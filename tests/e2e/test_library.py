@@ -69,10 +69,11 @@ def test_score_library_prints_a_table_and_json(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("description: x\ntopology: {gpus: 16}\nduration: 60\nfautls: []\n", "unknown key(s) fautls"),
-        ("description: x\ntopology: {gpus: 15}\nduration: 60\n", "topology: "),
-        ("description: x\ntopology: {gpus: 16}\nduration: -1\n", "duration: must be a number of seconds > 0"),
-        ("topology: {gpus: 16}\nduration: 60\n", "description: say in words"),
+        ("description: x\ntopology: {gpus: 16}\nduration: 60\nfautls: []\n", ":4: fautls: unknown key"),
+        ("description: x\ntopology: {gpus: 15}\nduration: 60\n", ":2: topology: "),
+        ("description: x\ntopology: {gpus: 16, rails: 6}\nduration: 60\n", "topology.rails: must be"),
+        ("description: x\ntopology: {gpus: 16}\nduration: -1\n", ":3: duration: must be"),
+        ("topology: {gpus: 16}\nduration: 60\n", "description: missing"),
         (
             "description: x\ntopology: {gpus: 16}\nduration: 60\nfaults:\n  - {cause: link_down, link: L99999}\n",
             ":5: faults[0]",
