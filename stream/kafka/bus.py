@@ -1,10 +1,10 @@
 """The Kafka transport: :class:`KafkaBus`, the bus interface on kafka-python (≥ 3.0, crc32c extra).
 
-It composes three parts that share one :class:`~fabricwatch.stream.kafka.admin.TopicAdmin` (the topics
-are created when missing, before the first produce or subscribe): the producing half
-(:mod:`~fabricwatch.stream.kafka.producer`: never blocks, bounded buffer, retries while the broker is
-away) and the consuming half (:mod:`~fabricwatch.stream.kafka.consumer`: group consumer, manual commits,
-``on_assign`` before any record of a new partition). kafka-python's own log lines (an ERROR per failed
+It composes a producing half (:mod:`~fabricwatch.stream.kafka.producer`: never blocks, bounded buffer,
+retries while the broker is away) and a consuming half (:mod:`~fabricwatch.stream.kafka.consumer`:
+group consumer, manual commits, ``on_assign`` before any record of a new partition), which share one
+:class:`~fabricwatch.stream.kafka.admin.TopicAdmin` (the topics are created when missing, before the
+first produce or subscribe). kafka-python's own log lines (an ERROR per failed
 reconnect) are silenced unless the application configured the ``kafka`` logger itself.
 """
 
