@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricwatch.errors import InputError, InputErrors
+from fabricwatch.pathologies import Pathology, parse_pathologies
 from fabricwatch.topology import Topology, load_yaml
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
@@ -105,8 +106,11 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class FaultPlan:
+    """A fault file: the seed, the faults (the ground truth) and the pathologies (never truth, DESIGN §4b)."""
+
     seed: int
     faults: tuple[Fault, ...]
+    pathologies: tuple[Pathology, ...] = ()
 
     def to_list(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.faults]
@@ -200,17 +204,28 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
 
 
 def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
-    """Load a fault-spec YAML (``seed`` and ``faults``); every problem names the file and line."""
+    """Load a fault-spec YAML (``seed``, ``faults``, ``pathologies``); every problem names the file and line."""
     data, lines = load_yaml(path)
     place = str(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputError(place, "a fault spec is a mapping with keys seed and faults")
-    unknown = set(data) - {"seed", "faults"}
+    unknown = set(data) - {"seed", "faults", "pathologies"}
     if unknown:
         raise InputError(place, f"unknown top-level key(s): {', '.join(sorted(map(str, unknown)))}")
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(place, f"seed must be an integer ≥ 0, not {seed!r}")
-    return FaultPlan(seed, tuple(parse_faults(data.get("faults"), topology, place, lines)))
+    errors: list[InputError] = []
+    parsed: dict[str, tuple] = {}
+    for key, parse in (("faults", parse_faults), ("pathologies", parse_pathologies)):
+        try:
+            parsed[key] = tuple(parse(data.get(key), topology, place, lines))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise InputErrors(errors)
+    return FaultPlan(seed, parsed["faults"], parsed["pathologies"])
