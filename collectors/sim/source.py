@@ -41,10 +41,12 @@ class SimSource(Source):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise InputError("--seed", f"must be an integer ≥ 0, not {seed!r}")
         interval = getattr(args, "interval", None) or 5.0
-        return cls(Simulator(topo, plan.faults, seed=plan.seed if seed is None else seed, interval=interval))
+        seed = plan.seed if seed is None else seed
+        return cls(Simulator(topo, plan.faults, seed=seed, interval=interval, pathologies=plan.pathologies))
 
     def scrape(self, now: float) -> list[Message]:
         messages = self.simulator.step()
-        for m in messages:
-            m.ts = float(now)
+        scrape_ts = self.simulator.ts
+        for m in messages:  # keep what a pathology did to a stamp (clock skew, a duplicate's lag)
+            m.ts = float(now) + (m.ts - scrape_ts)
         return messages
