@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.pathologies import Pathology, parse_pathologies
+from fabricwatch.pathologies import REALISTIC, Pathology, parse_pathologies, realistic
 from fabricwatch.topology import Topology, load_yaml
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
@@ -220,8 +220,12 @@ def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
     errors: list[InputError] = []
     parsed: dict[str, tuple] = {}
     for key, parse in (("faults", parse_faults), ("pathologies", parse_pathologies)):
+        value = data.get(key)
         try:
-            parsed[key] = tuple(parse(data.get(key), topology, place, lines))
+            if key == "pathologies" and value == REALISTIC:  # the realistic fleet mix, over an hour
+                parsed[key] = tuple(realistic(topology, seed))
+                continue
+            parsed[key] = tuple(parse(value, topology, place, lines))
         except InputErrors as exc:
             errors.extend(exc.errors)
         except InputError as exc:

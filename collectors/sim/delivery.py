@@ -74,7 +74,9 @@ class _Route:
     outages: list[tuple[float, float]] = field(default_factory=list)
     skews: list[tuple[int, float, float]] = field(default_factory=list)
 
+    @property
     def idle(self) -> bool:
+        """True when nothing happens to this (source, kind): its messages pass untouched."""
         return not (
             self.spares
             or self.duplicate
@@ -87,6 +89,9 @@ class _Route:
             or self.outages
             or self.skews
         )
+
+
+_IDLE = _Route()
 
 
 @dataclass(slots=True)
@@ -177,8 +182,9 @@ class Delivery:
             key = (m.source, m.kind)
             route = self.routes.get(key)
             if route is None:
-                route = self.routes[key] = self._route(m.source, m.kind)
-            if route.idle():
+                route = self._route(m.source, m.kind)
+                self.routes[key] = route if not route.idle else _IDLE
+            if route is _IDLE:
                 out.append(m)
                 continue
             if route.spares:

@@ -208,10 +208,8 @@ class Realism:
         new = family[(family.index(base) + 1) % len(family)] if base in family else base
         part = sim.parts[new]
         tx = part.tx_nominal_dbm + gen.normal(0.0, 0.4) + np.clip(gen.normal(0.0, 0.3, LANES), -0.8, 0.8)
-        old_bias = (
-            sim.ith0[p.rows_of_port(swap.port)]
-            + optics.dbm_to_mw(sim.tx_set_dbm[p.rows_of_port(swap.port)]) / (sim.eta0[p.rows_of_port(swap.port)])
-        )
+        rows = p.rows_of_port(swap.port)
+        old_bias = sim.ith0[rows] + optics.dbm_to_mw(sim.tx_set_dbm[rows]) / sim.eta0[rows]  # at 50 °C
         ratio = part.bias_nominal_ma * float(np.clip(gen.normal(1.0, 0.06), 0.85, 1.15)) / float(old_bias.mean())
         self._refit(sim, swap.port, tx, ratio)
         sim.part_of_port[swap.port] = new
