@@ -189,6 +189,7 @@ KINDS: dict[str, dict[str, tuple[Check, Any]]] = {
         "jitter_s": (_number(0, 600), 0.0),
     },
     "missing_scrapes": {"fraction": (_number(0.0, 1.0, low_open=False), REQUIRED), "source": (_source, "*")},
+    "late_scrapes": {"fraction": (_FRACTION, REQUIRED), "delay_s": (_POSITIVE_SECONDS, 10.0), "source": (_source, "*")},
     "collector_outage": {
         "source": (_source, REQUIRED),
         "start": (_SECONDS, REQUIRED),
@@ -342,7 +343,7 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
     """A fleet as production has it: every pathology at a plausible rate over ``horizon`` seconds.
 
     Hosts scraped every 5 s by DCGM (a tenth by nvidia-smi) and ethtool, switches every 30 s (spines
-    60 s) over gNMI; a few hosts with offset clocks, 0.5 % of scrapes lost, one switch and one host
+    60 s) over gNMI; a few hosts with offset clocks, 0.5 % of scrapes lost and 1 % late, one switch and one host
     collector briefly down, two agents restarting, a sixteenth of the hosts with IBTA-width
     (8/16-bit) link-down and symbol counters; every module's DOM off by up to ±0.5 dB with lanes
     ±0.6 dB apart; a quarter of the pluggables a second vendor's (bias around 70 mA), a few reporting
@@ -363,6 +364,7 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
         )
     entries.append({"kind": "clock_skew", "source": rng.choice(nodes), "offset_s": 8.0, "jitter_s": 0.2})
     entries.append({"kind": "missing_scrapes", "fraction": 0.005})
+    entries.append({"kind": "late_scrapes", "fraction": 0.01, "delay_s": 12.0})
     if leaves:
         entries.append({"kind": "scrape_interval", "source": "leaf*", "interval_s": 30})
     if spines:

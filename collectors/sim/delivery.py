@@ -22,6 +22,9 @@ scrape_interval  ``source`` and/or ``telemetry``, ``interval_s``. The source is 
     ``seq`` counting those (module messages keep their own schedule).
 missing_scrapes  ``fraction``, ``source`` (all). That share of messages is lost, at random: a gap in
     ``seq``.
+late_scrapes  ``fraction``, ``delay_s`` (10), ``source`` (all). That share of messages arrives
+    ``delay_s`` late: it keeps its ``ts`` and ``seq`` and is delivered with the first scrape at or after
+    ts + delay_s, after messages stamped later (out of order on the bus).
 collector_outage  ``source``, ``start``, ``duration``. Nothing from the source in [start, start +
     duration); also the window of a ``maintenance`` (its switch reboots).
 clock_skew  ``source``, ``offset_s``, ``jitter_s``. The source's ``ts`` is off by offset + jitter × a
@@ -72,6 +75,7 @@ class _Route:
     cadence: float | None = None
     missing: list[tuple[int, float]] = field(default_factory=list)
     outages: list[tuple[float, float]] = field(default_factory=list)
+    late: list[tuple[int, float, float]] = field(default_factory=list)
     skews: list[tuple[int, float, float]] = field(default_factory=list)
 
     @property
@@ -87,6 +91,7 @@ class _Route:
             or self.cadence
             or self.missing
             or self.outages
+            or self.late
             or self.skews
         )
 
@@ -123,6 +128,7 @@ class Delivery:
                 raise InputError(q.place or "scrape_interval", message)
         self.routes: dict[tuple[str, str], _Route] = {}
         self.restarts: dict[tuple[str, str], _Restart] = {}
+        self.held: list[tuple[float, Message]] = []  # late messages and the simulated time they arrive
         self.spare_ports = self._spare_ports()
 
     # --- resolving the pathologies of one (source, kind) -----------------------------------------------
@@ -166,6 +172,8 @@ class Delivery:
                     r.cadence = max(r.cadence or 0.0, o["interval_s"])
             elif k == "missing_scrapes" and _matches(o["source"], source):
                 r.missing.append((i, o["fraction"]))
+            elif k == "late_scrapes" and _matches(o["source"], source):
+                r.late.append((i, o["fraction"], o["delay_s"]))
             elif k == "collector_outage" and _matches(o["source"], source):
                 r.outages.append((o["start"], o["start"] + o["duration"]))
             elif k == "clock_skew" and _matches(o["source"], source):
@@ -178,6 +186,9 @@ class Delivery:
     def apply(self, messages: list[Message], k: int, t_prev: float, t: float) -> list[Message]:
         """The messages of scrape ``k`` (simulated time t) as the collectors deliver them."""
         out: list[Message] = []
+        if self.held:
+            out = [m for due, m in self.held if due <= t + 1e-9]
+            self.held = [(due, m) for due, m in self.held if due > t + 1e-9]
         for m in messages:
             key = (m.source, m.kind)
             route = self.routes.get(key)
@@ -224,6 +235,12 @@ class Delivery:
             for i, offset, jitter in route.skews:
                 z = _NORMAL.inv_cdf(_uniform(self.seed, k, i, m.source, m.kind)) if jitter else 0.0
                 m.ts = m.ts + offset + jitter * z
+            delay = max(
+                (d for i, f, d in route.late if _uniform(self.seed, k, i, "late", m.source, m.kind) < f), default=0
+            )
+            if delay:
+                self.held.append((t + delay, m))
+                continue
             out.append(m)
         return out
 

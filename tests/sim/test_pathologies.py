@@ -87,6 +87,32 @@ def test_missing_scrapes_drop_messages_and_leave_seq_gaps() -> None:
     assert seqs == sorted(seqs) and len(seqs) < STEPS and seqs[-1] == STEPS - 1  # gaps, not renumbered
 
 
+def test_late_scrapes_arrive_later_unchanged() -> None:
+    h, p = base(), with_({"kind": "late_scrapes", "fraction": 0.1, "delay_s": 12, "source": "node*"})
+
+    def flat(run: list[list[Message]]) -> list[tuple[int, Message]]:
+        return [(k, m) for k, s in enumerate(run) for m in s]
+
+    def ident(m: Message) -> tuple:
+        return (m.kind, m.source, m.seq, m.ts)
+
+    arrived = {ident(m): k for k, m in flat(p)}
+    assert len(arrived) == len(flat(p))
+    sent = {ident(m): (k, m) for k, m in flat(h)}
+    late = {key for key, k in arrived.items() if k != sent[key][0]}
+    assert all(arrived[key] == sent[key][0] + 3 for key in late)  # the first scrape ≥ 12 s later
+    assert all(key[1].startswith("node") for key in late)
+    within = [key for key in sent if key[1].startswith("node") and sent[key][0] < STEPS - 3]
+    assert 0.05 < len(late) / len(within) < 0.16
+    assert set(arrived) == {key for key in sent if key in late or sent[key][0] == arrived.get(key)} | (
+        set(arrived) - set(sent)
+    )
+    lost = set(sent) - set(arrived)  # only those still held at the end of the run
+    assert all(sent[key][0] >= STEPS - 3 for key in lost)
+    for _, m in flat(p):
+        assert m.rows == sent[ident(m)][1].rows
+
+
 def test_collector_outage_silences_the_source_for_its_window() -> None:
     h, p = base(), with_({"kind": "collector_outage", "source": "leaf0-0", "start": 60, "duration": 50})
     assert set(changes(h, p)) <= {(k, "<message>") for k in ("switch", "port", "optical", "module")}
@@ -369,6 +395,7 @@ def test_maintenance_takes_a_leaf_down_and_it_comes_back_rebooted() -> None:
 ALL = [
     {"kind": "clock_skew", "source": "node001", "offset_s": 20, "jitter_s": 0.5},
     {"kind": "missing_scrapes", "fraction": 0.02},
+    {"kind": "late_scrapes", "fraction": 0.02, "delay_s": 7},
     {"kind": "collector_outage", "source": "leaf2-0", "start": 100, "duration": 60},
     {"kind": "scrape_interval", "source": "spine*", "interval_s": 30},
     {"kind": "counter_reset", "source": "node002", "at": 90},
