@@ -246,6 +246,7 @@ KINDS: dict[str, dict[str, tuple[Check, Any]]] = {
         "source": (_optional(_source), None),
         "telemetry": (_optional(_telemetry), None),
         "as": (_choice(*COLLECTORS), REQUIRED),
+        "na_fraction": (_number(0.0, 0.5), 0.0),
     },
 }
 _NEEDS_SELECTOR = ("scrape_interval", "profile")
@@ -403,4 +404,5 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
         entries.append({"kind": "profile", "source": node, "telemetry": "gpu", "as": gpu})
         entries.append({"kind": "profile", "source": node, "as": "ethtool"})
     entries += [{"kind": "profile", "source": s, "as": "gnmi"} for s in leaves + spines]
+    entries.append({"kind": "profile", "source": rng.choice(leaves), "as": "switchcli", "na_fraction": 0.01})
     return parse_pathologies(entries, topology, REALISTIC)

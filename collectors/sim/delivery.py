@@ -15,8 +15,10 @@ counter_reset  ``source``, ``at``. The agent restarts at the first scrape at or 
     the hardware itself reset in between counts from its own 0) and every kind's ``seq`` restarts.
 counter_saturation  ``column``, ``bits``, ``source`` (all), ``mode`` (saturate | wrap). The column
     sticks at 2^bits − 1 (IBTA counters) or wraps modulo 2^bits (32-bit MIB counters).
-profile  ``source`` and/or ``telemetry``, ``as``. The kinds that collector reports keep only its
-    columns (profiles.py); the rest are null. Several profiles on one source add up (two collectors).
+profile  ``source`` and/or ``telemetry``, ``as``, ``na_fraction`` (0). The kinds that collector
+    reports keep only its columns (profiles.py); the rest are null. Several profiles on one source add
+    up (two collectors). ``na_fraction`` of the remaining value cells read ``N/A`` (null), as a
+    switch CLI prints for a lane or a whole port (REALISM.md).
 scrape_interval  ``source`` and/or ``telemetry``, ``interval_s``. The source is scraped on its own
     cadence: a message goes out at the first scrape at or after each multiple of ``interval_s``, with
     ``seq`` counting those (module messages keep their own schedule).
@@ -43,6 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
+
+import numpy as np
 
 from fabricwatch.collectors.sim.plant import LANES, Plant
 from fabricwatch.collectors.sim.profiles import PROFILES, SATURATES, STEPS
@@ -71,6 +75,7 @@ class _Route:
     resets: list[float] = field(default_factory=list)
     saturate: list[tuple[str, int, str]] = field(default_factory=list)
     keep: set[str] | None = None
+    na: list[tuple[int, float]] = field(default_factory=list)
     steps: list[tuple[str, int]] = field(default_factory=list)
     cadence: float | None = None
     missing: list[tuple[int, float]] = field(default_factory=list)
@@ -87,6 +92,7 @@ class _Route:
             or self.resets
             or self.saturate
             or self.keep is not None
+            or self.na
             or self.steps
             or self.cadence
             or self.missing
@@ -167,6 +173,8 @@ class Delivery:
                     r.keep = set(columns) | (r.keep or set())
                     r.saturate.extend((c, b, "saturate") for c, b in SATURATES.get(o["as"], ()))
                     r.steps.extend(STEPS.get(o["as"], ()))
+                    if o["na_fraction"]:
+                        r.na.append((i, o["na_fraction"]))
             elif k == "scrape_interval" and kind != "module":
                 if _matches(o["source"], source) and o["telemetry"] in (None, kind):
                     r.cadence = max(r.cadence or 0.0, o["interval_s"])
@@ -222,6 +230,8 @@ class Delivery:
                 for column in list(m.rows):
                     if column not in keys and column not in route.keep:
                         m.rows[column] = [None] * n
+            for i, fraction in route.na:
+                self._not_available(m, k, i, fraction)
             if route.cadence is not None:
                 c = route.cadence
                 if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
@@ -266,6 +276,20 @@ class Delivery:
             restart.last[c] = list(raw)
             m.rows[c] = [v if v is None or b is None else v - b for v, b in zip(raw, base, strict=True)]
         m.seq = m.seq - restart.seq0
+
+    def _not_available(self, m: Message, k: int, i: int, fraction: float) -> None:
+        """``fraction`` of the message's value cells become null (a collector printing N/A)."""
+        keys = {c.name for c in KINDS[m.kind].keys}
+        columns = [c for c in m.rows if c not in keys]
+        n = len(next(iter(m.rows.values()), []))
+        seed = int(_uniform(self.seed, k, i, "na", m.source, m.kind) * 2**63)
+        hit = np.random.default_rng(seed).random((len(columns), n)) < fraction
+        for j, c in enumerate(columns):
+            if hit[j].any():
+                values = list(m.rows[c])  # type: ignore[arg-type]
+                for r in np.flatnonzero(hit[j]).tolist():
+                    values[r] = None
+                m.rows[c] = values
 
     def _add_spares(self, m: Message, spares: list[str], k: int) -> None:
         """Rows of modules in cages with no fibre (see spare_port in the module docstring)."""

@@ -179,6 +179,28 @@ def test_profile_nulls_what_the_collector_cannot_read() -> None:
                 assert m.rows["pre_fec_ber"] == [None] * len(m.rows["port"])
 
 
+def test_profile_na_fraction_prints_n_a_for_some_cells() -> None:
+    h = base()
+    p = with_({"kind": "profile", "source": "leaf0-0", "as": "switchcli", "na_fraction": 0.05})
+    found = changes(h, p)
+    assert {k for k, _ in found} == {"optical", "module"}
+    cells = nulls = 0
+    for hs, ps in zip(h, p, strict=True):
+        for key, pm in by_key(ps).items():
+            hm = by_key(hs)[key]
+            if key != ("leaf0-0", "optical"):
+                continue
+            for column, values in pm.rows.items():
+                if column in ("port", "lane"):
+                    assert values == hm.rows[column]
+                    continue
+                for v, w in zip(values, hm.rows[column], strict=True):
+                    cells += 1
+                    nulls += v is None
+                    assert v is None or v == w
+    assert 0.03 < nulls / cells < 0.07
+
+
 def test_sysfs_profile_has_ib_counter_widths() -> None:
     h = base()
     p = with_({"kind": "profile", "source": "leaf*", "as": "sysfs"})
