@@ -14,7 +14,7 @@ import statistics
 import time
 
 from fabricwatch.collectors.sim import Simulator
-from fabricwatch.pathologies import realistic
+from fabricwatch.realistic import realistic
 from fabricwatch.schema import row_count
 from fabricwatch.topology import generate
 

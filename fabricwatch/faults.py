@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.pathologies import REALISTIC, Pathology, parse_pathologies, realistic
+from fabricwatch.pathologies import Pathology, parse_pathologies
+from fabricwatch.realistic import REALISTIC, realistic
 from fabricwatch.topology import Topology, load_yaml
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")

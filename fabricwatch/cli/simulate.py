@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fabricwatch import faults, topology
 from fabricwatch.cli import non_negative_int, positive_float
-from fabricwatch.pathologies import realistic
+from fabricwatch.realistic import realistic
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import fabricwatch.cli as cli
 from fabricwatch import topology
 from fabricwatch.faults import load_plan
-from fabricwatch.pathologies import KINDS, realistic
+from fabricwatch.pathologies import KINDS
+from fabricwatch.realistic import realistic
 from fabricwatch.schema import from_dict, to_table
 from tests.sim.helpers import standard
 
