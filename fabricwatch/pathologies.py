@@ -220,6 +220,7 @@ KINDS: dict[str, dict[str, tuple[Check, Any]]] = {
         "bias_ma": (_optional(_number(1.0, 150.0)), None),
         "thresholds": (_flag, True),
         "where": (_choice("switch", "gpu", "all"), "switch"),
+        "media": (_optional(_text), None),
     },
     "spare_port": {"switch": (_switch, REQUIRED), "count": (_integer(1, 256), 1)},
     "duplicate_source": {

@@ -8,10 +8,11 @@ dom_offset  ``port`` (name or pattern), ``tx_db``, ``rx_db``, ``spread_db``, ``l
     within the ±3 dB that SFF-8472 allows. The light itself, and so BER and link state, is unchanged.
     A dark lane still reads -40 dBm (the register's floor).
 mixed_modules  ``fraction``, ``vendor``, ``tx_offset_db``, ``bias_ma``, ``thresholds``, ``where``
-    (switch | gpu | all). That share of the modules (switch pluggables per port; NPO engines per
-    node) are a second vendor's part: launch power set ``tx_offset_db`` from the first vendor's, laser
-    bias around ``bias_ma`` (6 mA VCSEL-like to 90 mA), the part's tx thresholds moved with its power
-    and bias thresholds with its bias, or no thresholds at all (``thresholds: false``: null).
+    (switch | gpu | all), ``media`` (the module message's; default the first vendor's). That share of
+    the modules (switch pluggables per port; NPO engines per node) are a second vendor's part: launch
+    power set ``tx_offset_db`` from the first vendor's, laser bias around ``bias_ma`` (6 mA VCSEL-like
+    to 90 mA), the part's tx thresholds moved with its power and bias thresholds with its bias, or no
+    thresholds at all (``thresholds: false``: null).
 module_swap  ``port``, ``at``. A new module of the other part of the same family: its own launch
     power (±0.4 dB per module, ±0.3 dB per lane) and bias, in spec. The link drops once and retrains
     (link_down_total +1, FEC/symbol counters from 0 at both ends) and the port's source re-sends its
@@ -271,6 +272,7 @@ def _variant(part: optics.ModulePart, q: Pathology) -> optics.ModulePart:
         "part_number": f"{vendor[:3].upper()}-{part.part_number.split('-', 1)[-1]}",
         "tx_nominal_dbm": part.tx_nominal_dbm + shift,
         "bias_nominal_ma": bias,
+        "media": q["media"] or part.media,
     }
     if q["thresholds"]:
         fields |= {

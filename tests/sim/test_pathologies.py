@@ -288,7 +288,7 @@ def test_dom_offset_shifts_the_readings_of_one_module() -> None:
 
 def test_mixed_modules_bring_a_second_vendors_levels_and_no_thresholds() -> None:
     spec = {"kind": "mixed_modules", "fraction": 0.5, "vendor": "ALBATROSS", "tx_offset_db": -1.0, "bias_ma": 8}
-    h, p = base(), with_({**spec, "thresholds": False})
+    h, p = base(), with_({**spec, "thresholds": False, "media": "400G-FR4"})
     found = changes(h, p)
     module = [m for m in p[0] if m.kind == "module"]
     mixed = {port for m in module for port, v in zip(m.rows["port"], m.rows["vendor"], strict=True) if v == "ALBATROSS"}
@@ -297,7 +297,7 @@ def test_mixed_modules_bring_a_second_vendors_levels_and_no_thresholds() -> None
     for m in module:
         for i, port in enumerate(m.rows["port"]):
             assert (m.rows["bias_high_alarm_ma"][i] is None) == (port in mixed)
-    assert found[("module", "vendor")] == mixed
+    assert found[("module", "vendor")] == mixed == found[("module", "media")]
     assert {e[0] for e in found[("optical", "bias_ma")]} == mixed
     assert {e[0] for e in found[("optical", "tx_power_dbm")]} == mixed
     bias = [series(p, "optical", (port, 0), "bias_ma")[5] for port in sorted(mixed)]
