@@ -464,3 +464,15 @@ def test_pathologies_never_enter_the_ground_truth(tmp_path: Path) -> None:
         header = json.loads(f.readline())
     assert header["truth"] == [faults[0].to_dict()]
     assert isinstance(pathologies[0], Pathology)
+
+
+def test_the_live_source_keeps_a_skewed_stamp_relative_to_its_clock() -> None:
+    from fabricwatch.collectors.sim.simulator import Simulator
+    from fabricwatch.collectors.sim.source import SimSource
+
+    topo = standard(GPUS)
+    skew = parse_pathologies([{"kind": "clock_skew", "source": "node001", "offset_s": 20}], topo, "test")
+    source = SimSource(Simulator(topo, seed=SEED, pathologies=skew))
+    messages = source.scrape(1800000000.0)
+    assert {m.ts - 1800000000.0 for m in messages if m.source == "node001"} == {20.0}
+    assert {m.ts for m in messages if m.source != "node001"} == {1800000000.0}
