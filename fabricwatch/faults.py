@@ -16,6 +16,8 @@ import msgspec
 
 from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
+from fabricwatch.pathologies import Pathology, parse_pathologies
+from fabricwatch.realistic import REALISTIC, realistic
 from fabricwatch.topology import Topology
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
@@ -108,8 +110,11 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class FaultPlan:
+    """A fault file: the seed, the faults (the ground truth) and the pathologies (never truth, DESIGN §4b)."""
+
     seed: int
     faults: tuple[Fault, ...]
+    pathologies: tuple[Pathology, ...] = ()
 
     def to_list(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.faults]
@@ -203,14 +208,15 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
 
 
 class FaultFile(yamlconf.Config):
-    """The fault-spec file's top level; a new section (say ``pathologies:``) is a new field here."""
+    """The fault-spec file's top level; a new section is a new field here."""
 
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
+    pathologies: list[Any] | str | None = None  # DESIGN §4b, each checked by parse_pathologies; or "realistic"
 
 
 def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
-    """Load a fault-spec YAML (``seed`` and ``faults``); every problem names the file and line."""
+    """Load a fault-spec YAML (``seed``, ``faults``, ``pathologies``); every problem names the file and line."""
     place = str(path)
     data = yamlconf.load(path)
     if data is None:
@@ -218,5 +224,19 @@ def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
     if not isinstance(data, dict):
         raise InputError(place, "a fault spec is a mapping with keys seed and faults")
     spec = yamlconf.convert(data, FaultFile, place)
-    entries = data.get("faults")  # as loaded, with the line of each entry
-    return FaultPlan(spec.seed, tuple(parse_faults(entries, topology, place)))
+    errors: list[InputError] = []
+    parsed: dict[str, tuple] = {}
+    for key, parse in (("faults", parse_faults), ("pathologies", parse_pathologies)):
+        value = data.get(key)  # as loaded, with the line of each entry
+        try:
+            if key == "pathologies" and value == REALISTIC:  # the realistic fleet mix, over an hour
+                parsed[key] = tuple(realistic(topology, spec.seed))
+                continue
+            parsed[key] = tuple(parse(value, topology, place))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise InputErrors(errors)
+    return FaultPlan(spec.seed, parsed["faults"], parsed["pathologies"])

@@ -91,7 +91,7 @@ def test_an_empty_section_keeps_its_defaults(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("seed: 7\nfualts: []\n", ":2: fualts: unknown key (known: seed, faults)"),
+        ("seed: 7\nfualts: []\n", ":2: fualts: unknown key (known: seed, faults, pathologies)"),
         ("seed: -1\n", ":1: seed: must be an integer ≥ 0, not -1"),
         ("faults: {cause: link_down}\n", ":1: faults: must be a list"),
         ("faults:\n  - {cause: link_down, link: L00001}\n  - {cause: link_down}\n", ":3: faults[1]: link_down"),

@@ -48,10 +48,11 @@ class SimSource(Source):
         topo = topology.load(config.topology)
         plan = faults.load_plan(config.faults, topo) if config.faults else faults.FaultPlan(0, ())
         seed = plan.seed if config.seed is None else config.seed
-        return cls(Simulator(topo, plan.faults, seed=seed, interval=config.interval))
+        return cls(Simulator(topo, plan.faults, seed=seed, interval=config.interval, pathologies=plan.pathologies))
 
     def scrape(self, now: float) -> list[Message]:
         messages = self.simulator.step()
-        for m in messages:
-            m.ts = float(now)
+        scrape_ts = self.simulator.ts
+        for m in messages:  # keep what a pathology did to a stamp (clock skew, a duplicate's lag)
+            m.ts = float(now) + (m.ts - scrape_ts)
         return messages
