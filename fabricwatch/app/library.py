@@ -28,6 +28,8 @@ from fabricwatch.app.score import Score, fault_location, score
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan, parse_faults
 from fabricwatch.incident import Incident
+from fabricwatch.pathologies import parse_pathologies
+from fabricwatch.realistic import REALISTIC, realistic
 from fabricwatch.topology import Topology, generate
 
 
@@ -51,7 +53,7 @@ class ScenarioFile(yamlconf.Config):
     interval: Seconds = 5.0
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
-    pathologies: list[dict[str, Any]] | None = None  # DESIGN §4b
+    pathologies: list[Any] | Literal["realistic"] | None = None  # DESIGN §4b, or the realistic fleet mix
     known_failure: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # why detection fails it today
     recorded: bool = False  # a capture recorded live (fabricwatch record): replayed as it is, never simulated
 
@@ -67,8 +69,7 @@ class Scenario:
     topology: Topology
     duration: float
     interval: float
-    plan: FaultPlan
-    pathologies: tuple[dict[str, Any], ...] = ()
+    plan: FaultPlan  # faults (the ground truth) and pathologies (never truth)
     known_failure: str | None = None
     recorded: bool = False  # a capture recorded live (fabricwatch record): never simulated, only replayed
 
@@ -98,7 +99,7 @@ def load_scenario(path: str | Path) -> Scenario:
         cap = open_capture(path.with_name(f"{name}.jsonl.gz"))
         cap.close()
         return Scenario(
-            name, path, spec.description, cap.topology, 0.0, 0.0, FaultPlan(0, ()), (), spec.known_failure, True
+            name, path, spec.description, cap.topology, 0.0, 0.0, FaultPlan(0, ()), spec.known_failure, True
         )
     if spec.topology is None or spec.duration is None:
         raise InputError(place, "a simulated scenario needs topology and duration")
@@ -108,18 +109,12 @@ def load_scenario(path: str | Path) -> Scenario:
     except InputError as exc:
         raise InputError(f"{path}:{yamlconf.line_of(data, 'topology')}", f"topology: {exc}") from None
     faults = parse_faults(data.get("faults"), topo, str(path))
-    plan = FaultPlan(spec.seed, tuple(faults))
-    return Scenario(
-        name,
-        path,
-        spec.description,
-        topo,
-        spec.duration,
-        spec.interval,
-        plan,
-        tuple(spec.pathologies or ()),
-        spec.known_failure,
-    )
+    if spec.pathologies == REALISTIC:
+        pathologies = tuple(realistic(topo, spec.seed))
+    else:
+        pathologies = tuple(parse_pathologies(data.get("pathologies"), topo, str(path)))
+    plan = FaultPlan(spec.seed, tuple(faults), pathologies)
+    return Scenario(name, path, spec.description, topo, spec.duration, spec.interval, plan, spec.known_failure)
 
 
 def scenarios(folder: str | Path) -> list[Scenario]:
@@ -142,8 +137,6 @@ def build(scenario: Scenario, *, simulate: bool = True) -> list[Incident]:
     from fabricwatch.collectors.sim.capture import simulate_capture
     from fabricwatch.replay.run import replay
 
-    if scenario.pathologies:
-        raise InputError(str(scenario.path), "pathologies are not simulated yet (issue 8, part 1)")
     if simulate and not scenario.recorded:
         simulate_capture(
             scenario.topology,
