@@ -19,31 +19,25 @@ import logging
 import queue
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
+
+from fabricwatch import yamlconf
 from fabricwatch.incident import Incident
 
 log = logging.getLogger(__name__)
-KEYS = {"enabled", "mode", "actions", "dir", "approve"}
-MODES = ("shadow", "execute")
 QUEUE_MAX = 10_000
 
 
-def check(section: Any) -> str | None:
-    """serve's validator for its ``runbooks`` key: None, or what is wrong."""
-    if not isinstance(section, dict):
-        return "must be a mapping (enabled, mode, actions, dir, approve)"
-    unknown = set(section) - KEYS
-    if unknown:
-        return f"unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: {', '.join(sorted(KEYS))})"
-    if not isinstance(section.get("enabled", False), bool) or not isinstance(section.get("approve", False), bool):
-        return "enabled and approve must be true or false"
-    if section.get("mode", "shadow") not in MODES:
-        return f"mode must be one of {', '.join(MODES)}, not {section.get('mode')!r}"
-    for key in ("actions", "dir"):
-        if key in section and not (isinstance(section[key], str) and section[key]):
-            return f"{key} must be a path"
-    return None
+class RunbooksConfig(yamlconf.Config):
+    """serve's ``runbooks:`` section."""
+
+    enabled: bool = False
+    mode: Literal["shadow", "execute"] = "shadow"
+    actions: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    dir: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    approve: bool = False
 
 
 class RunbookWorker:

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fabricwatch.cli.serve import load_config, start_runbooks
-from fabricwatch.errors import InputErrors
+from fabricwatch.errors import InputError
 from fabricwatch.runbooks.service import RunbookWorker
 from fabricwatch.stream.store import Store
 from fabricwatch.topology import Topology
@@ -30,9 +30,9 @@ def service(topo: Topology, store: Store) -> SimpleNamespace:
 def test_serve_config_checks_the_runbooks_section(tmp_path: Path) -> None:
     path = tmp_path / "serve.yaml"
     path.write_text("bootstrap: x:1\ndb: a.duckdb\nrunbooks: {enabled: true, mode: yolo}\n")
-    with pytest.raises(InputErrors) as err:
+    with pytest.raises(InputError) as err:
         load_config(path)
-    assert str(err.value) == f"{path}:3: runbooks: mode must be one of shadow, execute, not 'yolo'"
+    assert str(err.value) == f"{path}:3: runbooks.mode: must be one of shadow, execute, not 'yolo'"
     path.write_text("bootstrap: x:1\ndb: a.duckdb\n")
     load_config(path)
     assert start_runbooks(path, None) is None  # off unless enabled
