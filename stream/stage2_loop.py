@@ -270,10 +270,12 @@ def topic_values(bootstrap: str, topic: str, timeout_s: float = 60.0) -> set[byt
     except (kerr.KafkaError, OSError) as exc:
         raise KafkaUnavailable(f"broker {bootstrap} cannot be reached ({exc})") from None
     try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [KafkaTP(topic, p) for p in sorted(partitions)]
-        if not tps:
-            return set()
+        # the topic exists (subscribing created it): until the metadata lists it, what it holds is unknown
+        while topic not in consumer.topics() or not consumer.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"{bootstrap} did not list topic {topic} within {timeout_s:.0f} s")
+            time.sleep(0.2)
+        tps = [KafkaTP(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
