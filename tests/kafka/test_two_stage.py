@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,16 +100,20 @@ def test_two_processors_and_a_killed_stage_2_find_a_split_cooling_loop_and_a_swi
 
     sim = Simulator(topo, [Fault("cooling_failure", LOOP, 60.0, 60.0), Fault("switch_fault", SPINE, 60.0)], seed=3)
     telemetry = [o for _ in range(STEPS) for o in outgoing_batched(sim.step(), topo)]
-    produce_all(kafka.bootstrap, telemetry, kafka.partitions)
+    chunks = [telemetry[i : i + len(telemetry) // 10] for i in range(0, len(telemetry), len(telemetry) // 10)]
+    # telemetry arrives over ~20 s, so stage 2 works live and the kill lands in the middle of the run
+    feeding = threading.Thread(target=lambda: [produce_all(kafka.bootstrap, c, kafka.partitions) or time.sleep(2.0)
+                                               for c in chunks])  # fmt: skip
+    feeding.start()
 
     stage2_group = kafka.group + "-correlate"
     s2 = tmp_path / "stage2.duckdb"
     proc = start_correlate(kafka.bootstrap, s2, cluster, stage2_group)
     processes.append(proc)
-    wait_until(lambda: committed_total(kafka.bootstrap, stage2_group) > 0, 120, "stage 2 to store some", 0.2)
     wait_until(lambda: read_topic(kafka.bootstrap, TOPIC_INCIDENTS), 120, "a first incident", 0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    feeding.join(120)
 
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) == len(telemetry), 180, "stage 1 to finish")
     findings_end = len(read_topic(kafka.bootstrap, TOPIC_FINDINGS))
