@@ -17,7 +17,8 @@
   cause, location or severity changes, so an unchanged incident is not re-emitted every tick.
 
 Ids are ``inc-0001``, ``inc-0002``, ... in opening order, keys sorted within a tick: the same sequence
-of diagnoses gives the same incidents byte for byte.
+of diagnoses gives the same incidents byte for byte. A live stage 2 passes ``id_prefix``
+``inc-<instance>-``; the counter is part of the snapshot, so a restored tracker never reuses an id.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from fabricwatch.incident import Incident
 
 
 class IncidentTracker:
-    def __init__(self, config: EngineConfig | None = None) -> None:
+    def __init__(self, config: EngineConfig | None = None, *, id_prefix: str = "inc-") -> None:
         self.config = config if config is not None else EngineConfig()
+        self.id_prefix = id_prefix
         self._incidents: dict[str, Incident] = {}
         self._meta: dict[str, dict[str, Any]] = {}  # id -> key, anchor, last_seen, covers, folded_into, candidate
         self._open: dict[str, str] = {}  # key -> id of its firing incident
@@ -67,7 +69,7 @@ class IncidentTracker:
         return [_copy(self._incidents[i]) for i in sorted(changed)]
 
     def _start(self, d: Diagnosis, now: float, first_seen: float) -> str:
-        iid = f"inc-{self._next:04d}"
+        iid = f"{self.id_prefix}{self._next:04d}"
         self._next += 1
         self._incidents[iid] = Incident(
             id=iid,

@@ -31,10 +31,10 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from fabricwatch.incident import Incident
-from fabricwatch.records import Finding
-from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS
+from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
 from fabricwatch.stream.bus import Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
+from fabricwatch.stream.findings import finding_record, tick_records
 from fabricwatch.stream.kafka import KafkaBus
 from fabricwatch.stream.processor import Processor
 
@@ -68,19 +68,6 @@ def _stage_counter(registry: CollectorRegistry) -> Counter:
     return counter
 
 
-def finding_record(tick: float, finding: Finding) -> Outgoing:
-    """A finding for ``fabricwatch.findings`` (stage 1's output for a cross-domain correlator),
-    keyed by the entity it is about."""
-    value = orjson.dumps(
-        {"ts": tick, **{k: getattr(finding, k) for k in FINDING_FIELDS}, "evidence": list(finding.evidence)},
-        option=orjson.OPT_SORT_KEYS,
-    )
-    return Outgoing(TOPIC_FINDINGS, finding.id, value, tick)
-
-
-FINDING_FIELDS = ("detector", "symptom", "entity", "id", "first_seen", "last_seen", "severity", "cause", "score")
-
-
 def incident_record(incident: Incident) -> Outgoing:
     """A changed incident for ``fabricwatch.incidents``: the DESIGN §5 JSON, keyed by its location."""
     value = orjson.dumps(incident.to_dict(), option=orjson.OPT_SORT_KEYS)
@@ -101,8 +88,10 @@ class ProcessingLoop:
         on_batch: Callable[[LoopStats], None] | None = None,
         seal_every_s: float = 0.0,
         seal_horizon_s: float = 300.0,
+        tick_marks: str | None = None,
     ) -> None:
         self.bus = bus
+        self.tick_marks = tick_marks  # stage 1 of a split deployment: this processor's name in tick marks
         self.processor = processor
         self.max_records = max_records
         self.poll_timeout_s = poll_timeout_s
@@ -180,7 +169,10 @@ class ProcessingLoop:
         seconds.labels("process").inc(handled - started)
         out = [from_stored(d) for d in result.deadletters]
         out += [incident_record(i) for i in result.incidents]
-        out += [finding_record(t, f) for t, f in result.findings]
+        if self.tick_marks is None:
+            out += [finding_record(t, f) for t, f in result.findings]
+        else:
+            out += tick_records(result.findings, result.ticks, self.tick_marks)
         if out:
             self.bus.produce(out)
         published = time.monotonic()

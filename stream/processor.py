@@ -66,6 +66,7 @@ class HandleResult:
     deadletters: list[DeadLetter] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)  # changed in this call
     findings: list[tuple[float, Finding]] = field(default_factory=list)  # (tick time, finding) of its ticks
+    ticks: list[float] = field(default_factory=list)  # the detection ticks run (telemetry time)
     rows: int = 0
 
 
@@ -155,7 +156,7 @@ class Processor:
                     self.earliest = oldest
         if self.watermark is not None:
             self.metrics.watermark.set(self.watermark)
-        result.incidents = self._run_due(final=False, findings=result.findings)
+        result.incidents = self._run_due(final=False, findings=result.findings, ticks=result.ticks)
         return result
 
     def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
@@ -180,7 +181,9 @@ class Processor:
         """End of input: run the ticks up to and including the watermark (replay, shutdown)."""
         return self._run_due(final=True)
 
-    def _run_due(self, final: bool, findings: list[tuple[float, Finding]] | None = None) -> list[Incident]:
+    def _run_due(
+        self, final: bool, findings: list[tuple[float, Finding]] | None = None, ticks: list[float] | None = None
+    ) -> list[Incident]:
         if self.engine is None or self.watermark is None:
             return []
         every = self.engine.every_s
@@ -195,6 +198,8 @@ class Processor:
                 break
             for incident in self._tick(tick, findings):
                 changed[incident.id] = incident
+            if ticks is not None:
+                ticks.append(tick)
             self._next_tick = tick + every
         return [changed[k] for k in sorted(changed)]
 
@@ -226,8 +231,8 @@ class Processor:
             state = self._engine_state(now)
             self._state_saved_at = tick
         self.store.write_batch(findings=findings, incidents=changed, engine_state=state)
-        if found is not None:
-            found += findings
+        if found is not None:  # published with the tick's telemetry time: one grid for every processor
+            found += [(tick, f) for _, f in findings]
         for incident in changed:
             self._publish(incident)
         return changed

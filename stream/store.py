@@ -10,7 +10,7 @@ which records are in the file, which is what makes replaying from Kafka exactly-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +95,11 @@ class Store:
         findings: Iterable[tuple[float, Finding]] = (),
         incidents: Iterable[Incident] = (),
         engine_state: tuple[float, str] | None = None,
+        also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
     ) -> None:
         """Store one batch atomically: rows of each kind, dead letters, findings, incidents, offsets,
-        and, now and then, the detection engine's learnt state (``(saved_at, JSON)``)."""
+        and, now and then, the detection engine's learnt state (``(saved_at, JSON)``). ``also`` writes
+        a caller's own rows in the same transaction (stage 2's outbox)."""
         con = self.con
         con.begin()
         try:
@@ -126,6 +128,8 @@ class Store:
                     ),
                     verb="INSERT OR REPLACE",
                 )
+            if also is not None:
+                also(con)
             con.commit()
         except BaseException:
             con.rollback()

@@ -26,6 +26,7 @@ COMMANDS = [
     "score",
     "query",
     "process",
+    "correlate",
     "serve",
     "record",
     "runbook",

@@ -1,5 +1,9 @@
 """``fabricwatch process``: a consumer-group member that stores telemetry from Kafka in DuckDB.
 
+With --topology it runs stage 1 of detection over its partitions (detectors/stage.py) and publishes
+findings and tick marks to ``fabricwatch.findings``; ``fabricwatch correlate`` (stage 2) turns the
+findings of every processor into incidents.
+
 Rows and the offsets they came from are stored in one transaction, and each partition is sought to
 its stored (or newer committed) offset on every assignment, so a killed and restarted processor
 stores every row exactly once (stream/consume.py). Undecodable or invalid records go to the
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import threading
 import time
@@ -40,7 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
     p.add_argument("--db", required=True, type=Path, metavar="FILE", help="DuckDB file of this processor")
     p.add_argument("--group", default="fabricwatch", metavar="ID", help="consumer group (default fabricwatch)")
-    p.add_argument("--topology", type=Path, metavar="FILE", help="cluster YAML: enables detection and incidents")
+    p.add_argument(
+        "--topology", type=Path, metavar="FILE",
+        help="cluster YAML: enables stage-1 detection (findings for `fabricwatch correlate`)",
+    )  # fmt: skip
+    p.add_argument(
+        "--name", metavar="NAME",
+        help="this processor's name in its findings and tick marks (default: host/DB file name); unique per processor",
+    )  # fmt: skip
     p.add_argument("--partitions", type=int, default=12, help="partitions of topics created at start (default 12)")
     p.add_argument("--replication", type=int, default=1, help="replication of topics created at start (default 1)")
     p.add_argument("--max-records", type=non_negative_int, default=10_000, help="records per batch (default 10000)")
@@ -67,6 +79,7 @@ class Settings:
     seal_every: float = 60.0  # seconds between sealings of old rows to Parquet (0: never)
     seal_horizon: float = 300.0  # seconds of telemetry kept in the hot DuckDB file
     engine: EngineConfig | None = None  # detection cadence and detector settings (None: the defaults)
+    name: str | None = None  # names its findings and tick marks for stage 2 (default host/DB file name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')}", "must be a number of seconds ≥ 0")
     settings = Settings(
         args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records,
-        args.seal_every, args.seal_horizon,
+        args.seal_every, args.seal_horizon, args.name,
     )  # fmt: skip
     stop = threading.Event()
     stop_on_signals(stop)
@@ -126,13 +139,14 @@ class Service:
         self.ready = False
         topo = topo_mod.load(settings.topology) if settings.topology else topo_mod.Topology("unknown", [], [], [])
         engine = None
+        self.name = settings.name or f"{socket.gethostname()}/{settings.db.name}"
         if settings.topology:
             try:
-                from fabricwatch.detectors.engine import DetectionEngine
+                from fabricwatch.detectors.stage import Stage1
             except ImportError:
                 print("fabricwatch: detection is not available in this build; storing only", file=sys.stderr)
             else:
-                engine = DetectionEngine(topo, settings.engine)
+                engine = Stage1(topo, settings.engine, split=True)
         try:
             self.store = Store(settings.db, group=settings.group)
         except (duckdb.Error, OSError) as exc:
@@ -163,6 +177,7 @@ class Service:
                 on_batch=self._progress,
                 seal_every_s=s.seal_every,
                 seal_horizon_s=s.seal_horizon,
+                tick_marks=self.name if self.processor.engine is not None else None,
             )
             print(
                 f"fabricwatch process: group {s.group} on {s.bootstrap} → {s.db} "

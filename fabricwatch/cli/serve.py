@@ -1,4 +1,5 @@
-"""``fabricwatch serve --config FILE``: the processor as a service, with /metrics, /healthz and /readyz.
+"""``fabricwatch serve --config FILE``: the processor, stage 2, or both, as a service, with /metrics,
+/healthz and /readyz.
 
 The config file is YAML, validated strictly: every problem is reported on its own line with the
 file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m. surprise)::
@@ -13,7 +14,7 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     seal_every: 60                   # seconds between sealings of old rows to Parquet (0: never), so
     seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
-    runbooks: {enabled: true, mode: shadow}  # off by default (fabricwatch.runbooks.service lists the keys)
+    runbooks: {enabled: true, mode: shadow}  # off by default; needs role both (fabricwatch.runbooks.service)
     engine:                          # detection as a whole (detectors/config.py EngineConfig)
       window_s: 60                   #   history a tick looks at
       every_s: 10                    #   tick cadence in telemetry time
@@ -22,6 +23,13 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
       pfc_storm: {enabled: false}
       gpu_temp: {gpu_hot_c: 83}      # a threshold of that detector's own Config (its module lists them)
       gpu_xid: {xid_ignore: [13, 31, 43]}
+    role: process                    # process (stage 1), correlate (stage 2), or both in one service
+    stage2_db: a.stage2.duckdb       # role both: stage 2's own file (default <db name>.stage2.duckdb)
+    stage2_group: fabricwatch-correlate  # stage 2's consumer group (one stage 2 per group)
+    instance: a                      # stage 2: incident ids inc-<instance>-0001 (default its file's name)
+    stall: 300                       # stage 2: seconds a quiet processor is waited for
+
+With ``role: correlate`` the ``db`` is stage 2's file and ``topology`` is required (as for ``both``).
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
 partition, incidents, findings no correlation rule reads), ``/healthz`` (200 while the consumer loop
@@ -35,9 +43,10 @@ import argparse
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -47,6 +56,7 @@ from fabricwatch.errors import InputError
 from fabricwatch.runbooks.service import RunbooksConfig
 
 HEALTHY_POLL_S = 60.0
+ROLES = ("process", "correlate", "both")
 DEFAULT_LISTEN, DEFAULT_PORT = "127.0.0.1", 9108
 
 
@@ -55,9 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="run the processor as a service with /metrics, /healthz, /readyz",
         description="Run `fabricwatch process` from a YAML config file, with an HTTP endpoint for Prometheus "
-        "(/metrics) and for liveness and readiness probes (/healthz, /readyz). Stops cleanly on SIGTERM. "
-        "Besides the process settings, the file's engine: section sets detection's cadence and its "
-        "detectors: section enables, disables ({enabled: false}) and tunes each detector by name.",
+        "(/metrics) and for liveness and readiness probes (/healthz, /readyz). Stops cleanly on SIGTERM.",
     )
     p.add_argument("--config", required=True, type=Path, metavar="FILE", help="service config (YAML)")
     p.set_defaults(run=run)
@@ -90,41 +98,94 @@ class ServeConfig(yamlconf.Config):
     engine: EngineConfig = msgspec.field(default_factory=EngineConfig)
     detectors: dict[str, DetectorConfig] = msgspec.field(default_factory=dict)
     runbooks: RunbooksConfig = msgspec.field(default_factory=RunbooksConfig)
+    role: Literal["process", "correlate", "both"] = "process"
+    stage2_db: Text | None = None
+    stage2_group: Text | None = None
+    instance: Text | None = None
+    stall: Annotated[float, msgspec.Meta(gt=0)] = 300.0  # fabricwatch.cli.correlate.STALL_S
 
     def engine_config(self) -> EngineConfig:
         """The engine's settings with the file's detector sections (``detectors:`` wins over ``engine:``)."""
         return msgspec.structs.replace(self.engine, detectors={**self.engine.detectors, **self.detectors})
 
 
-def load_config(path: Path) -> tuple[Any, str, int]:
-    """(process Settings, HTTP listen address, port) from the YAML file; every problem at once."""
+@dataclass
+class Config:
+    """What one ``serve`` runs: a processor, a stage 2, or both; and where it listens."""
+
+    process: Any  # fabricwatch.cli.process.Settings, or None
+    correlate: Any  # fabricwatch.cli.correlate.Settings, or None
+    listen: str
+    port: int
+    runbooks: RunbooksConfig
+    base: Path  # the config file's folder: relative paths in it count from there
+
+
+def load_config(path: Path) -> Config:
+    """The service's settings from the YAML file; every problem at once."""
+    from fabricwatch.cli import correlate
     from fabricwatch.cli.process import Settings
 
     data = yamlconf.load(path)
     if not isinstance(data, dict):
         raise InputError(str(path), "must be a mapping of settings (bootstrap: ..., db: ...)")
     config = yamlconf.convert(data, ServeConfig, str(path))
+    role = config.role
+    if role in ("correlate", "both") and config.topology is None:
+        raise InputError(f"{path}:{yamlconf.line_of(data, 'role')}", f"topology: required for role {role}")
+    if config.runbooks.enabled and role != "both":
+        raise InputError(
+            f"{path}:{yamlconf.line_of(data, 'runbooks')}",
+            "runbooks: need role both (incidents come from stage 2, the telemetry they verify from stage 1)",
+        )
 
     def relative(value: str) -> Path:
         p = Path(value)
         return p if p.is_absolute() else path.parent / p
 
-    settings = Settings(
-        bootstrap=config.bootstrap,
-        db=relative(config.db),
-        group=config.group,
-        topology=relative(config.topology) if config.topology else None,
-        partitions=config.partitions,
-        replication=config.replication,
-        max_records=config.max_records,
-        seal_every=float(config.seal_every),
-        seal_horizon=float(config.seal_horizon),
-        engine=config.engine_config(),
-    )
-    return settings, config.http.listen, config.http.port
+    db = relative(config.db)
+    stage2 = None
+    if role != "process":
+        assert config.topology is not None
+        stage2_db = db if role == "correlate" else db.with_name(db.name.split(".", 1)[0] + ".stage2.duckdb")
+        stage2 = correlate.Settings(
+            bootstrap=config.bootstrap,
+            db=relative(config.stage2_db) if config.stage2_db else stage2_db,
+            topology=relative(config.topology),
+            group=config.stage2_group or correlate.DEFAULT_GROUP,
+            instance=config.instance,
+            stall=float(config.stall),
+            partitions=config.partitions,
+            replication=config.replication,
+            max_records=config.max_records,
+            engine=config.engine_config(),
+        )
+    process = None
+    if role != "correlate":
+        process = Settings(
+            bootstrap=config.bootstrap,
+            db=db,
+            group=config.group,
+            topology=relative(config.topology) if config.topology else None,
+            partitions=config.partitions,
+            replication=config.replication,
+            max_records=config.max_records,
+            seal_every=float(config.seal_every),
+            seal_horizon=float(config.seal_horizon),
+            engine=config.engine_config(),
+        )
+    return Config(process, stage2, config.http.listen, config.http.port, config.runbooks, path.parent)
 
 
 # --- HTTP --------------------------------------------------------------------------------------------
+
+
+class Services:
+    """The services of one ``serve`` (a processor, a stage 2, or both) behind one HTTP endpoint."""
+
+    def __init__(self, services: list[Any], registry: Any) -> None:
+        self.services = services
+        self.registry = registry
 
 
 def make_handler(service: Any) -> type[BaseHTTPRequestHandler]:
@@ -134,12 +195,12 @@ def make_handler(service: Any) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._send(200, generate_latest(service.metrics.registry), CONTENT_TYPE_LATEST)
+                self._send(200, generate_latest(service.registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                ok, why = health(service)
+                ok, why = _all(health, service.services)
                 self._send(200 if ok else 503, f"{why}\n".encode())
             elif path == "/readyz":
-                ok, why = readiness(service)
+                ok, why = _all(readiness, service.services)
                 self._send(200 if ok else 503, f"{why}\n".encode())
             else:
                 self._send(404, b"not found: try /metrics, /healthz, /readyz\n")
@@ -155,6 +216,12 @@ def make_handler(service: Any) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def _all(check: Any, services: list[Any]) -> tuple[bool, str]:
+    """Every service's answer on one line (the first word of each: ok/ready, or why not)."""
+    answers = [check(s) for s in services]
+    return all(ok for ok, _ in answers), "; ".join(why for _, why in answers)
 
 
 def health(service: Any) -> tuple[bool, str]:
@@ -177,40 +244,76 @@ def readiness(service: Any) -> tuple[bool, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from fabricwatch.cli import correlate
     from fabricwatch.cli.process import Service, stop_on_signals
 
-    settings, listen, port = load_config(args.config)
-    service = Service(settings)
+    config = load_config(args.config)
+    registry = CollectorRegistry()
+    services: list[Any] = []
     try:
-        server = ThreadingHTTPServer((listen, port), make_handler(service))
+        if config.process is not None:
+            services.append(Service(config.process, registry))
+        if config.correlate is not None:
+            services.append(correlate.Service(config.correlate, registry))
+    except BaseException:
+        for service in services:
+            service.close()
+        raise
+    try:
+        server = ThreadingHTTPServer((config.listen, config.port), make_handler(Services(services, registry)))
     except OSError as exc:
-        service.close()
-        raise InputError(f"{args.config}: http", f"cannot listen on {listen}:{port}: {exc.strerror or exc}") from None
+        for service in services:
+            service.close()
+        where = f"{config.listen}:{config.port}"
+        raise InputError(f"{args.config}: http", f"cannot listen on {where}: {exc.strerror or exc}") from None
     server.daemon_threads = True
-    runbooks = start_runbooks(args.config, service)
+    runbooks = start_runbooks(config, services)
     threading.Thread(target=server.serve_forever, name="fabricwatch-http", daemon=True).start()
-    print(f"fabricwatch serve: http://{listen}:{server.server_address[1]}/metrics /healthz /readyz", file=sys.stderr)
+    where = f"http://{config.listen}:{server.server_address[1]}"
+    print(f"fabricwatch serve: {where}/metrics /healthz /readyz", file=sys.stderr)
     stop = threading.Event()
     stop_on_signals(stop)
+    failures: list[BaseException] = []
+
+    def one(service: Any) -> None:
+        try:
+            service.run(stop)
+        except BaseException as exc:  # one role failing stops the others: the service is down, say why
+            failures.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=one, args=(s,), name=f"fabricwatch-{i}") for i, s in enumerate(services)]
     try:
-        service.run(stop)
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(0.2)
     finally:
+        stop.set()
         server.shutdown()
         server.server_close()
         if runbooks is not None:
             runbooks.stop()
-        service.close()
+        for service in services:
+            service.close()
+    if failures:
+        raise failures[0]
     return 0
 
 
-def start_runbooks(path: Path, service: Any) -> Any:
-    """The runbook worker when the config's ``runbooks`` section enables it (shadow mode by default)."""
-    section = yamlconf.convert(yamlconf.load(path), ServeConfig, str(path)).runbooks
-    if not section.enabled:
+def start_runbooks(config: Config, services: list[Any]) -> Any:
+    """The runbook worker when the config enables it (role both; shadow mode by default): it reads the
+    processor's telemetry and is handed stage 2's incidents."""
+    if not config.runbooks.enabled:
         return None
     from fabricwatch.runbooks.service import RunbookWorker, actions_producer
 
-    publish, bus = actions_producer(service.settings.bootstrap)
-    worker = RunbookWorker(service, section.to_dict(), path.parent, publish=publish, bus=bus)
+    process, correlate = services
+    publish, bus = actions_producer(config.process.bootstrap)
+    worker = RunbookWorker(process, config.runbooks.to_dict(), config.base, publish=publish, bus=bus)
+    correlate.on_incident = worker.submit
     print(f"fabricwatch serve: runbooks enabled, {worker.mode} mode", file=sys.stderr)
     return worker

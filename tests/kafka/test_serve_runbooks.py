@@ -32,7 +32,7 @@ def test_serve_plans_incidents_in_shadow_mode_and_publishes_the_decisions(kafka,
     db = tmp_path / "serve.duckdb"
     (tmp_path / "serve.yaml").write_text(
         f"bootstrap: {kafka.bootstrap}\ndb: serve.duckdb\ngroup: {kafka.group}\ntopology: cluster.yaml\n"
-        f"partitions: {kafka.partitions}\nhttp: {{port: 0}}\nrunbooks: {{enabled: true}}\n"
+        f"partitions: {kafka.partitions}\nhttp: {{port: 0}}\nrole: both\nrunbooks: {{enabled: true}}\n"
     )
     start = time.time()
     # serve detects on the wall clock: telemetry is produced as it happens, one scrape a second

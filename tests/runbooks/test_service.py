@@ -33,9 +33,12 @@ def test_serve_config_checks_the_runbooks_section(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load_config(path)
     assert str(err.value) == f"{path}:3: runbooks.mode: must be one of shadow, execute, not 'yolo'"
+    path.write_text("bootstrap: x:1\ndb: a.duckdb\nrunbooks: {enabled: true}\n")
+    with pytest.raises(InputError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}:3: runbooks: need role both")
     path.write_text("bootstrap: x:1\ndb: a.duckdb\n")
-    load_config(path)
-    assert start_runbooks(path, None) is None  # off unless enabled
+    assert start_runbooks(load_config(path), []) is None  # off unless enabled
 
 
 def test_the_worker_runs_incidents_in_shadow_mode_and_executes_nothing(topo128: Topology, tmp_path: Path) -> None:

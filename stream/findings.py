@@ -1,0 +1,152 @@
+"""Stage 1 → stage 2 on ``fabricwatch.findings``: a finding with its tick time, and a tick mark.
+
+A finding record is the :class:`~fabricwatch.records.Finding` as JSON plus ``ts``, the telemetry time
+of the stage-1 tick that found it (the end of its window: the same grid in every processor, whatever
+its wall clock), keyed by the entity it is about. It round-trips: ``decode`` gives back an equal
+finding (tuples come back as lists inside ``attrs``, which correlation only reads).
+
+A stage-1 processor of a split deployment also names itself (``source``) in its findings, and after
+each tick sends a tick mark (``{"mark": "tick", "ts": T, "source": P, "findings": N}``, keyed by ``P``):
+processor ``P`` ran its tick ``T`` and published ``N`` findings for it. Findings are spread over
+partitions, so stage 2 cannot rely on their order; with the marks it knows when it holds all of a
+tick's findings (stream/stage2.py), and its clock moves on when every domain is healthy, so open
+incidents still resolve. A processor that runs both stages sends neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from fabricwatch.records import Finding
+from fabricwatch.schema import TOPIC_FINDINGS
+from fabricwatch.stream.bus import Outgoing
+
+FINDING_FIELDS = ("detector", "symptom", "entity", "id", "first_seen", "last_seen", "severity", "cause", "score")
+SEVERITIES = {"critical", "major", "minor", "warning"}
+
+
+class FindingError(ValueError):
+    """A record on the findings topic that is not a finding or a tick mark; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickMark:
+    """Processor ``source`` has run its detection tick ``ts`` (telemetry time), with ``findings`` findings."""
+
+    ts: float
+    source: str
+    findings: int
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A finding read back: its tick, the processor that sent it (None: not a split stage 1), itself."""
+
+    ts: float
+    source: str | None
+    finding: Finding
+
+
+def _plain(value: Any) -> Any:
+    """orjson's fallback: numpy scalars and arrays (detectors compute with numpy) as plain JSON."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def to_json(tick: float, finding: Finding) -> dict[str, Any]:
+    return {
+        "ts": tick,
+        **{k: getattr(finding, k) for k in FINDING_FIELDS},
+        "evidence": list(finding.evidence),
+        "attrs": finding.attrs,
+    }
+
+
+def encode(tick: float, finding: Finding, source: str | None = None) -> bytes:
+    d = to_json(tick, finding)
+    if source is not None:
+        d["source"] = source
+    return orjson.dumps(d, default=_plain, option=orjson.OPT_SORT_KEYS)
+
+
+def finding_record(tick: float, finding: Finding, source: str | None = None) -> Outgoing:
+    """A finding for ``fabricwatch.findings``, keyed by the entity it is about."""
+    return Outgoing(TOPIC_FINDINGS, finding.id, encode(tick, finding, source), tick)
+
+
+def tick_record(tick: float, source: str, findings: int) -> Outgoing:
+    value = orjson.dumps(
+        {"mark": "tick", "source": source, "ts": tick, "findings": findings}, option=orjson.OPT_SORT_KEYS
+    )
+    return Outgoing(TOPIC_FINDINGS, source, value, tick)
+
+
+def tick_records(found: list[tuple[float, Finding]], ticks: list[float], source: str) -> list[Outgoing]:
+    """A stage-1 batch's output: its findings naming ``source``, then one mark per tick it ran."""
+    out = [finding_record(t, f, source) for t, f in found]
+    counts: dict[float, int] = {}
+    for t, _ in found:
+        counts[t] = counts.get(t, 0) + 1
+    return out + [tick_record(t, source, counts.get(t, 0)) for t in ticks]
+
+
+def from_json(d: Any) -> tuple[float, Finding]:
+    """``(tick, finding)`` from :func:`to_json`'s dict; a FindingError names the first bad field."""
+    if not isinstance(d, dict):
+        raise FindingError("a finding must be a JSON object")
+    for k in ("ts", "first_seen", "last_seen", "score"):
+        if not isinstance(d.get(k), int | float) or isinstance(d.get(k), bool):
+            raise FindingError(f"{k}: must be a number")
+    for k in ("detector", "symptom", "entity", "id"):
+        if not isinstance(d.get(k), str) or not d[k]:
+            raise FindingError(f"{k}: must be a non-empty string")
+    if d.get("severity") not in SEVERITIES:
+        raise FindingError(f"severity: must be one of {', '.join(sorted(SEVERITIES))}")
+    if d.get("cause") is not None and not isinstance(d["cause"], str):
+        raise FindingError("cause: must be a string or null")
+    evidence, attrs = d.get("evidence", []), d.get("attrs", {})
+    if not isinstance(evidence, list) or not all(isinstance(e, dict) for e in evidence):
+        raise FindingError("evidence: must be a list of objects")
+    if not isinstance(attrs, dict):
+        raise FindingError("attrs: must be an object")
+    finding = Finding(
+        detector=d["detector"],
+        symptom=d["symptom"],
+        entity=d["entity"],
+        id=d["id"],
+        first_seen=float(d["first_seen"]),
+        last_seen=float(d["last_seen"]),
+        severity=d["severity"],
+        evidence=tuple(evidence),
+        cause=d.get("cause"),
+        score=float(d["score"]),
+        attrs=attrs,
+    )
+    return float(d["ts"]), finding
+
+
+def decode(value: bytes) -> Found | TickMark:
+    """A record's value: a finding with its tick, or a tick mark; FindingError if it is neither."""
+    try:
+        d = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise FindingError(f"not JSON: {exc}") from None
+    if isinstance(d, dict) and d.get("mark") == "tick":
+        ts, source, n = d.get("ts"), d.get("source"), d.get("findings")
+        if not isinstance(ts, int | float) or isinstance(ts, bool) or not isinstance(source, str):
+            raise FindingError("tick mark: needs a number ts and a string source")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise FindingError("tick mark: findings must be a count ≥ 0")
+        return TickMark(float(ts), source, n)
+    tick, finding = from_json(d)
+    source = d.get("source")
+    if source is not None and not isinstance(source, str):
+        raise FindingError("source: must be a string")
+    return Found(tick, source, finding)

@@ -1,0 +1,152 @@
+"""Stage 2's clock: findings from every processor, joined per tick, handed to correlation in tick order.
+
+Each stage-1 processor ("source") runs detection on a grid of telemetry time and, after each tick
+``T``, publishes that tick's findings and a tick mark saying how many it published
+(stream/findings.py). Findings are keyed by entity, so they arrive over many partitions in any order.
+Stage 2 closes tick ``T`` (runs correlation and the incident tracker over every finding of ticks
+≤ ``T``, at ``now = T + grace_s``) once
+
+* every active source has marked a tick ≥ ``T``, and
+* for every mark of tick ``T``, all the findings it announced have arrived;
+
+or, bounded lateness, once the newest mark is more than ``stall_s`` past ``T``. A source whose newest
+mark is more than ``stall_s`` behind the newest of all is quiet (stopped, or its partitions moved to
+another processor) and not waited for. A finding of a tick already closed is late: counted, dropped.
+
+Nothing here reads a wall clock: the same findings and marks, in any interleaving of partitions
+that keeps each source within ``stall_s`` of the others, give the same incidents byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from fabricwatch.errors import InputError
+from fabricwatch.incident import Incident
+from fabricwatch.records import Finding
+from fabricwatch.stream.findings import Found, TickMark, encode, from_json, to_json
+
+log = logging.getLogger("fabricwatch.stage2")
+
+STATE_VERSION = 1
+
+
+class Correlating(Protocol):
+    """What stage 2 needs of correlation (fabricwatch.detectors.stage.Stage2)."""
+
+    @property
+    def every_s(self) -> float: ...
+
+    def run(self, findings: list[Finding], now: float) -> list[Incident]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+
+class Joiner:
+    """Buffers findings per tick and closes ticks in order (see the module docstring)."""
+
+    def __init__(self, engine: Correlating, *, grace_s: float = 1.0, stall_s: float = 300.0) -> None:
+        if not stall_s > 0:
+            raise InputError("stall", "must be a number of seconds > 0")
+        self.engine = engine
+        self.grace_s = grace_s
+        self.stall_s = stall_s
+        self._found: dict[float, dict[bytes, Finding]] = {}  # tick -> its findings, de-duplicated by content
+        self._received: dict[tuple[str, float], int] = {}  # (source, tick) -> findings arrived
+        self._expected: dict[tuple[str, float], int] = {}  # (source, tick) -> findings its mark announced
+        self.latest: dict[str, float] = {}  # source -> its newest tick mark
+        self.next_tick: float | None = None  # the first tick not yet closed
+        self.late = 0  # findings that came after their tick was closed
+        self.ticks = 0  # ticks closed
+
+    @property
+    def watermark(self) -> float | None:
+        """The newest tick any source has marked: stage 2's notion of now."""
+        return max(self.latest.values()) if self.latest else None
+
+    def add(self, item: Found | TickMark) -> None:
+        if self.next_tick is not None and item.ts < self.next_tick:
+            if isinstance(item, Found):
+                self.late += 1
+                log.warning("late finding %s %s of tick %.0f (closed up to %.0f): dropped",
+                            item.finding.symptom, item.finding.id, item.ts, self.next_tick)  # fmt: skip
+            return
+        if isinstance(item, TickMark):
+            self.latest[item.source] = max(self.latest.get(item.source, item.ts), item.ts)
+            self._expected[(item.source, item.ts)] = item.findings
+            return
+        self._found.setdefault(item.ts, {})[encode(item.ts, item.finding)] = item.finding
+        if item.source is not None:
+            key = (item.source, item.ts)
+            self._received[key] = self._received.get(key, 0) + 1
+
+    def close_due(self) -> list[Incident]:
+        """Close every tick that is complete (or past ``stall_s``); the incidents that changed, by id."""
+        newest = self.watermark
+        if newest is None:
+            return []
+        if self.next_tick is None:
+            self.next_tick = min([*self._found, *(t for _, t in self._expected)], default=newest)
+        changed: dict[str, Incident] = {}
+        while self.next_tick <= newest:
+            tick = self.next_tick
+            if not self._complete(tick, newest) and newest - tick <= self.stall_s:
+                break
+            for incident in self._close(tick):
+                changed[incident.id] = incident
+            self.next_tick = tick + self.engine.every_s
+        return [changed[k] for k in sorted(changed)]
+
+    def _complete(self, tick: float, newest: float) -> bool:
+        active = {s for s, t in self.latest.items() if t >= newest - self.stall_s}
+        if any(self.latest[s] < tick for s in active):
+            return False
+        return all(
+            self._received.get((s, t), 0) >= n for (s, t), n in self._expected.items() if t == tick and s in active
+        )
+
+    def _close(self, tick: float) -> list[Incident]:
+        items: list[tuple[tuple, bytes, Finding]] = []
+        for t in sorted(t for t in self._found if t <= tick):
+            items += [((f.entity, f.id, f.symptom, f.detector), key, f) for key, f in self._found.pop(t).items()]
+        # one order whatever the arrival (the correlator's, then content): it breaks ties by input order
+        findings = [f for _, _, f in sorted(items, key=lambda i: (i[0], i[1]))]
+        for table in (self._received, self._expected):
+            for key in [k for k in table if k[1] <= tick]:
+                del table[key]
+        self.ticks += 1
+        return self.engine.run(findings, tick + self.grace_s)
+
+    # --- state (stored with the offsets it covers) ----------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "engine": self.engine.snapshot(),
+            "found": [[t, [to_json(t, f) for _, f in sorted(fs.items())]] for t, fs in sorted(self._found.items())],
+            "received": [[s, t, n] for (s, t), n in sorted(self._received.items())],
+            "expected": [[s, t, n] for (s, t), n in sorted(self._expected.items())],
+            "latest": dict(sorted(self.latest.items())),
+            "next_tick": self.next_tick,
+            "late": self.late,
+            "ticks": self.ticks,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise InputError("stage 2 state", f"expected a version {STATE_VERSION} stage 2 state")
+        self.engine.restore(state["engine"])
+        self._found = {}
+        for t, findings in state["found"]:
+            for d in findings:
+                tick, f = from_json(d)
+                self._found.setdefault(float(t), {})[encode(tick, f)] = f
+        self._received = {(s, float(t)): int(n) for s, t, n in state["received"]}
+        self._expected = {(s, float(t)): int(n) for s, t, n in state["expected"]}
+        self.latest = {s: float(t) for s, t in state["latest"].items()}
+        self.next_tick = None if state["next_tick"] is None else float(state["next_tick"])
+        self.late = int(state["late"])
+        self.ticks = int(state["ticks"])

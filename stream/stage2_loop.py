@@ -1,0 +1,290 @@
+"""Stage 2 live: every partition of ``fabricwatch.findings`` → correlation → incidents, exactly once.
+
+One iteration: poll a batch → skip what the store already covers → feed the :class:`Joiner` → close
+the ticks that are due → store, in ONE DuckDB transaction, the changed incidents, the next offsets,
+the joiner's whole state (tracker, buffered findings, the incident id counter) and the changed
+incidents again in an outbox → produce the outbox to ``fabricwatch.incidents``, wait for the broker's
+acknowledgement, delete what was delivered → commit the offsets to Kafka.
+
+Exactly once. After ``kill -9`` the store says which findings its state has seen (offsets sought on
+every assignment), so none is counted twice or lost, and the id counter in the same state never hands
+out an id again. An incident stored but not acknowledged is still in the outbox: at start, the outbox
+is compared with what the incidents topic already holds (``delivered``) and only the missing ones are
+produced, so a crash between producing and deleting does not publish twice.
+
+One stage 2 per consumer group: it must see every findings partition (a second member would take
+half of them). Several stage 2s, each with its own group, instance name and file, correlate the same
+findings independently with distinct incident ids (``inc-<instance>-0001``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from fabricwatch.incident import Incident
+from fabricwatch.records import DeadLetter
+from fabricwatch.schema import TOPIC_FINDINGS, TOPIC_INCIDENTS
+from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
+from fabricwatch.stream.deadletter import from_stored
+from fabricwatch.stream.findings import FindingError, TickMark, decode
+from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
+from fabricwatch.stream.stage2 import Joiner
+from fabricwatch.stream.store import Store
+
+log = logging.getLogger("fabricwatch.correlate")
+
+OUTBOX_DDL = "CREATE TABLE IF NOT EXISTS incident_outbox (seq BIGINT PRIMARY KEY, key VARCHAR, value BLOB)"
+DELIVERY_TIMEOUT_S = 30.0
+
+
+class Stage2Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry if registry is not None else CollectorRegistry()
+        self.findings = Counter("fabricwatch_stage2_findings_total", "Findings read by stage 2", registry=r)
+        self.late = Counter("fabricwatch_stage2_late_findings_total", "Findings after their tick closed", registry=r)
+        self.deadlettered = Counter("fabricwatch_stage2_deadletters_total", "Unreadable findings records", registry=r)
+        self.ticks = Counter("fabricwatch_stage2_ticks_total", "Correlation ticks closed", registry=r)
+        self.incidents = Counter("fabricwatch_stage2_incident_changes_total", "Incident changes stored", registry=r)
+        self.watermark = Gauge("fabricwatch_stage2_watermark_seconds", "Newest tick marked by stage 1", registry=r)
+        self.outbox = Gauge("fabricwatch_stage2_outbox", "Incident changes stored, not yet acknowledged", registry=r)
+
+
+@dataclass
+class Stage2Stats:
+    batches: int = 0
+    records: int = 0
+    skipped: int = 0
+    incidents: int = 0  # incident changes stored
+    published: int = 0  # incident changes acknowledged by the bus
+    last_poll: float = 0.0
+    assigned: int = 0
+    joined: bool = False
+
+
+def incident_outgoing(incident: Incident) -> Outgoing:
+    """The DESIGN §5 JSON, keyed by its location (as a processor running both stages sends it)."""
+    value = orjson.dumps(incident.to_dict(), option=orjson.OPT_SORT_KEYS)
+    return Outgoing(TOPIC_INCIDENTS, incident.location["id"], value, incident.detected_at)
+
+
+class CorrelateLoop:
+    """Runs ``joiner`` over ``bus`` (subscribed to the findings topic) with ``store`` as its memory.
+
+    ``delivered`` lists the values already on the incidents topic; it is asked once, at start, and only
+    when the outbox holds something (a crash after storing incidents).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        store: Store,
+        joiner: Joiner,
+        *,
+        delivered: Callable[[], set[bytes]],
+        unacknowledged: Callable[[], int] = lambda: 0,
+        metrics: Stage2Metrics | None = None,
+        max_records: int = 10_000,
+        poll_timeout_s: float = 0.5,
+        close_timeout_s: float = 5.0,
+        on_incident: Callable[[Incident], None] | None = None,
+    ) -> None:
+        self.bus = bus
+        self.store = store
+        self.joiner = joiner
+        self.delivered = delivered
+        self.unacknowledged = unacknowledged
+        self.metrics = metrics or Stage2Metrics()
+        self.max_records = max_records
+        self.poll_timeout_s = poll_timeout_s
+        self.close_timeout_s = close_timeout_s
+        self.on_incident = on_incident
+        self.stats = Stage2Stats()
+        store.con.execute(OUTBOX_DDL)
+        self.next_offsets: dict[TopicPartition, int] = dict(store.offsets())
+        state = store.engine_state()
+        if state is not None:
+            joiner.restore(json.loads(state))  # a state this version cannot read fails the start loudly
+            log.info("stage 2 state restored from %s: %d ticks closed", store.path, joiner.ticks)
+        self._handed = 0  # outbox rows up to this seq are with the bus
+        if isinstance(bus, KafkaBus):
+            bus.on_assign = self._assigned
+            bus.on_revoke = self._revoked
+
+    # --- rebalance hooks -----------------------------------------------------------------------------
+
+    def _assigned(self, partitions: list[TopicPartition]) -> None:
+        seeks = {tp: self.next_offsets[tp] for tp in partitions if tp in self.next_offsets}
+        if seeks:
+            self.bus.seek(seeks)
+        self.stats.assigned = len(partitions)
+        self.stats.joined = True
+        log.info("assigned %d findings partitions, %d sought to stored offsets", len(partitions), len(seeks))
+
+    def _revoked(self, partitions: list[TopicPartition]) -> None:
+        self.stats.assigned = 0
+
+    # --- the loop --------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> Stage2Stats:
+        self.bus.subscribe([TOPIC_FINDINGS])
+        if self.next_offsets:
+            self.bus.seek(dict(self.next_offsets))  # Kafka: applied as each partition is assigned
+        try:
+            self.recover()
+            while not stop.is_set():
+                self.stats.last_poll = time.monotonic()
+                records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
+                if records:
+                    self.handle(records)
+        finally:
+            if isinstance(self.bus, KafkaBus):
+                self.bus.close(self.close_timeout_s)
+            else:
+                self.bus.close()
+        return self.stats
+
+    def recover(self) -> None:
+        """Publish what a crash left in the outbox, less what the incidents topic already holds."""
+        rows = self._outbox()
+        if not rows:
+            return
+        there = self.delivered()
+        missing = [(seq, key, value) for seq, key, value in rows if value not in there]
+        log.info("outbox: %d incident changes stored before a stop, %d not yet published", len(rows), len(missing))
+        self._hand(missing)
+        self._handed = rows[-1][0]
+        self._settle()
+
+    def handle(self, records: list[Record]) -> None:
+        """Fold one polled batch into the joiner; store and publish the incidents it changed."""
+        fresh = [r for r in records if r.offset >= self.next_offsets.get((r.topic, r.partition), 0)]
+        self.stats.skipped += len(records) - len(fresh)
+        if not fresh:
+            return
+        offsets = dict(self.next_offsets)
+        deadletters: list[DeadLetter] = []
+        ticks_before = self.joiner.ticks
+        for r in fresh:
+            tp = (r.topic, r.partition)
+            offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
+            try:
+                item = decode(r.value)
+            except FindingError as exc:
+                deadletters.append(DeadLetter(r.topic, r.partition, r.offset, r.key, r.value, str(exc), "schema", r.ts))
+                continue
+            late = self.joiner.late
+            self.joiner.add(item)
+            self.metrics.late.inc(self.joiner.late - late)
+            self.metrics.findings.inc(0 if isinstance(item, TickMark) else 1)
+        changed = self.joiner.close_due()
+        state = json.dumps(self.joiner.snapshot(), sort_keys=True, separators=(",", ":"))
+        outgoing = [incident_outgoing(i) for i in changed]
+        saved_at = self.joiner.watermark or 0.0
+        self.store.write_batch(
+            offsets=offsets,
+            deadletters=deadletters,
+            incidents=changed,
+            engine_state=(saved_at, state),
+            also=lambda con: _to_outbox(con, outgoing),
+        )
+        self.next_offsets = offsets
+        self.metrics.ticks.inc(self.joiner.ticks - ticks_before)
+        self.metrics.incidents.inc(len(changed))
+        self.metrics.deadlettered.inc(len(deadletters))
+        if self.joiner.watermark is not None:
+            self.metrics.watermark.set(self.joiner.watermark)
+        if deadletters:
+            self.bus.produce([from_stored(d) for d in deadletters])
+        if outgoing or self._handed:
+            self._hand([row for row in self._outbox() if row[0] > self._handed])
+            self._settle()
+        for incident in changed:
+            if self.on_incident is not None:
+                self.on_incident(incident)
+        self.bus.commit({tp: offsets[tp] for tp in {(r.topic, r.partition) for r in fresh}})
+        s = self.stats
+        s.batches += 1
+        s.records += len(fresh)
+        s.incidents += len(changed)
+
+    # --- the outbox ------------------------------------------------------------------------------------
+
+    def _outbox(self) -> list[tuple[int, str | None, bytes]]:
+        rows = self.store.con.execute("SELECT seq, key, value FROM incident_outbox ORDER BY seq").fetchall()
+        self.metrics.outbox.set(len(rows))
+        return [(int(seq), key, bytes(value)) for seq, key, value in rows]
+
+    def _hand(self, rows: list[tuple[int, str | None, bytes]]) -> None:
+        """Give outbox rows to the bus (each row once per run: the bus retries delivery itself)."""
+        if rows:
+            self.bus.produce(Outgoing(TOPIC_INCIDENTS, key, value, time.time()) for _, key, value in rows)
+            self._handed = max(self._handed, rows[-1][0])
+            self.stats.published += len(rows)
+
+    def _settle(self) -> None:
+        """Wait (bounded) for the bus to acknowledge what it was given; then those rows leave the outbox.
+        Rows not acknowledged stay, and are settled after a later batch or at the next start."""
+        if not self._handed:
+            return
+        self.bus.flush(DELIVERY_TIMEOUT_S)
+        waiting = self.unacknowledged()
+        if waiting:
+            log.warning("%d incident changes not acknowledged within %.0f s; kept in the outbox", waiting,
+                        DELIVERY_TIMEOUT_S)  # fmt: skip
+            return
+        self.store.con.execute("DELETE FROM incident_outbox WHERE seq <= ?", [self._handed])
+        self._handed = 0
+        self.metrics.outbox.set(0)
+
+
+def _to_outbox(con: duckdb.DuckDBPyConnection, outgoing: list[Outgoing]) -> None:
+    if not outgoing:
+        return
+    (top,) = con.execute("SELECT coalesce(max(seq), 0) FROM incident_outbox").fetchone()  # type: ignore[misc]
+    con.executemany(
+        "INSERT INTO incident_outbox VALUES (?, ?, ?)",
+        [(top + 1 + i, o.key, o.value) for i, o in enumerate(outgoing)],
+    )
+
+
+def topic_values(bootstrap: str, topic: str, timeout_s: float = 60.0) -> set[bytes]:
+    """Every value on ``topic`` now (read from the beginning to the end offsets seen at the start);
+    :class:`KafkaUnavailable` if that takes longer than ``timeout_s``. For the outbox check at start:
+    the incidents topic is low volume."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTP
+    from kafka import errors as kerr
+
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    except (kerr.KafkaError, OSError) as exc:
+        raise KafkaUnavailable(f"broker {bootstrap} cannot be reached ({exc})") from None
+    try:
+        # the topic exists (subscribing created it): until the metadata lists it, what it holds is unknown
+        while topic not in consumer.topics() or not consumer.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"{bootstrap} did not list topic {topic} within {timeout_s:.0f} s")
+            time.sleep(0.2)
+        tps = [KafkaTP(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        out: set[bytes] = set()
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"reading {topic} on {bootstrap} to its end took over {timeout_s:.0f} s")
+            for records in consumer.poll(timeout_ms=500).values():
+                out.update(r.value for r in records if r.value is not None)
+        return out
+    finally:
+        consumer.close()

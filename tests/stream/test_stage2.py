@@ -1,0 +1,272 @@
+"""Two-stage detection on the in-memory bus: findings round-trip, stage 2's clock, and exactly once.
+
+Two stage-1 processors each take half of the partitions (as a consumer group of two would), so a
+cooling loop's GPUs and a spine's links are split over both; stage 2 joins their findings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from fabricwatch.clock import VirtualClock
+from fabricwatch.collectors.sim import Simulator
+from fabricwatch.detectors.stage import CLUSTER_DETECTORS, Stage1, Stage2
+from fabricwatch.faults import Fault
+from fabricwatch.incident import Incident
+from fabricwatch.records import Finding
+from fabricwatch.schema import TOPIC_FINDINGS, TOPIC_INCIDENTS
+from fabricwatch.stream.bus import MemoryBus, Outgoing, Record, partition_for
+from fabricwatch.stream.findings import FindingError, Found, TickMark, decode, encode, tick_records
+from fabricwatch.stream.keys import outgoing_batched
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.stage2 import Joiner
+from fabricwatch.stream.stage2_loop import CorrelateLoop
+from fabricwatch.stream.store import Store
+from fabricwatch.topology import generate
+
+TOPO = generate(128, 8, 8)  # two cooling loops of 8 nodes, 8 leaves, spines
+LOOP, SPINE = "cl00", "spine01"
+PARTITIONS = 4
+
+
+def finding(**over) -> Finding:
+    base = dict(detector="gpu_temp", symptom="gpu_hot", entity="gpu", id="node000/gpu0", first_seen=100.0,
+                last_seen=110.0, severity="major", evidence=({"metric": "temp_c", "value": 91.0},))  # fmt: skip
+    return Finding(**{**base, **over})
+
+
+# --- the records --------------------------------------------------------------------------------------
+
+
+def test_a_finding_round_trips_with_its_tick_and_source() -> None:
+    f = finding(attrs={"lanes": (0, 2), "lanes_total": np.int64(4), "excess_c": np.float64(3.5)}, cause="gpu_thermal")
+    got = decode(encode(120.0, f, "p1"))
+    assert isinstance(got, Found) and (got.ts, got.source) == (120.0, "p1")
+    assert got.finding == finding(attrs={"lanes": [0, 2], "lanes_total": 4, "excess_c": 3.5}, cause="gpu_thermal")
+    (mark,) = [decode(o.value) for o in tick_records([(120.0, f)], [120.0], "p1") if o.key == "p1"]
+    assert mark == TickMark(120.0, "p1", 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (b"{", "not JSON"),
+        (b"[]", "a finding must be a JSON object"),
+        (b'{"mark": "tick", "ts": 1, "source": "p"}', "findings must be a count"),
+        (json.dumps({**json.loads(encode(1.0, finding())), "severity": "bad"}).encode(), "severity: must be one of"),
+        (json.dumps({**json.loads(encode(1.0, finding())), "ts": "x"}).encode(), "ts: must be a number"),
+    ],
+)
+def test_a_bad_findings_record_says_why(value: bytes, why: str) -> None:
+    with pytest.raises(FindingError, match=why):
+        decode(value)
+
+
+# --- stage 2's clock ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """A correlation stand-in that records each tick it is given."""
+
+    every_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        self.ticks: list[tuple[float, list[str]]] = []
+
+    def run(self, findings: list[Finding], now: float) -> list[Incident]:
+        self.ticks.append((now, [f.id for f in findings]))
+        return []
+
+    def snapshot(self) -> dict:
+        return {"ticks": self.ticks}
+
+    def restore(self, state: dict) -> None:
+        self.ticks = [(t, list(ids)) for t, ids in state["ticks"]]
+
+
+def test_ticks_close_on_marks_alone_and_wait_for_the_findings_a_mark_announced() -> None:
+    rec = Recorder()
+    j = Joiner(rec, grace_s=1.0, stall_s=60.0)
+    for t in (10.0, 20.0):  # a healthy cluster: marks, no findings
+        j.add(TickMark(t, "a", 0))
+        j.add(TickMark(t, "b", 0))
+    j.close_due()
+    assert rec.ticks == [(11.0, []), (21.0, [])]
+    j.add(TickMark(30.0, "a", 0))
+    j.add(TickMark(30.0, "b", 2))  # b announces two findings; one has arrived
+    j.add(Found(30.0, "b", finding(id="node001/gpu1")))
+    assert j.close_due() == [] and len(rec.ticks) == 2
+    j.add(Found(30.0, "b", finding(id="node001/gpu0")))
+    j.close_due()
+    assert rec.ticks[-1] == (31.0, ["node001/gpu0", "node001/gpu1"])  # in one order, whatever the arrival
+    j.add(Found(20.0, "a", finding()))  # its tick is closed
+    assert j.late == 1
+
+
+def test_a_quiet_processor_holds_stage_2_back_for_stall_s_at_most() -> None:
+    rec = Recorder()
+    j = Joiner(rec, stall_s=30.0)
+    j.add(TickMark(10.0, "a", 0))
+    j.add(TickMark(10.0, "b", 0))
+    j.close_due()
+    for t in (20.0, 30.0, 40.0):  # b stops (killed, or its partitions moved)
+        j.add(TickMark(t, "a", 0))
+        j.close_due()
+    assert [now for now, _ in rec.ticks] == [11.0]  # tick 20 waits for b while b is within 30 s ...
+    j.add(TickMark(50.0, "a", 0))
+    j.close_due()
+    assert [now for now, _ in rec.ticks] == [11.0, 21.0, 31.0, 41.0, 51.0]  # ... then b is quiet
+
+
+def test_the_joiners_state_resumes_where_it_stopped() -> None:
+    j = Joiner(Recorder())
+    j.add(TickMark(10.0, "a", 1))
+    j.add(Found(20.0, "a", finding()))
+    j.close_due()
+    again = Joiner(Recorder())
+    again.restore(json.loads(json.dumps(j.snapshot())))
+    assert again.snapshot() == j.snapshot()
+    for joiner in (j, again):
+        joiner.add(Found(10.0, "a", finding(id="node002/gpu2")))
+        joiner.add(TickMark(20.0, "a", 1))
+        joiner.close_due()
+    assert again.engine.ticks == j.engine.ticks == [(11.0, ["node002/gpu2"]), (21.0, ["node000/gpu0"])]
+
+
+# --- two processors, one stage 2 ---------------------------------------------------------------------
+
+
+@dataclass
+class Split:
+    findings: list[Outgoing]  # what the two processors published, in order
+    gpu_sources: dict[str, set[str]]  # a hot GPU of the loop -> processors that found it hot
+
+
+@pytest.fixture(scope="module")
+def split() -> Split:
+    """Two stage-1 processors, A (partitions 0, 1) and B (2, 3), over a simulated cooling failure of
+    cl00 and a switch fault of spine01."""
+    faults = [Fault("cooling_failure", LOOP, 60.0, 60.0), Fault("switch_fault", SPINE, 60.0)]
+    sim = Simulator(TOPO, faults, seed=3, interval=5.0)
+    procs = {name: Processor(TOPO, Store(), clock=VirtualClock(), engine=Stage1(TOPO, split=True)) for name in "AB"}
+    offsets: dict[tuple[str, int], int] = {}
+    out: list[Outgoing] = []
+    for _ in range(60):  # 300 s of telemetry
+        share: dict[str, list[Record]] = {"A": [], "B": []}
+        for o in outgoing_batched(sim.step(), TOPO):
+            p = partition_for(o.key, PARTITIONS)
+            n = offsets[(o.topic, p)] = offsets.get((o.topic, p), -1) + 1
+            share["A" if p < 2 else "B"].append(Record(o.topic, o.key, o.value, o.ts, p, n))
+        for name, proc in procs.items():
+            res = proc.handle(share[name])
+            out += tick_records(res.findings, res.ticks, name)
+    sources: dict[str, set[str]] = {}
+    for o in out:
+        item = decode(o.value)
+        hot = isinstance(item, Found) and item.finding.symptom == "gpu_hot"
+        if hot and TOPO.cooling_loop_of(item.finding.id) == LOOP:
+            sources.setdefault(item.finding.id, set()).add(item.source or "")
+    return Split(out, sources)
+
+
+def correlate(split: Split, db: Path | str = ":memory:", bus: MemoryBus | None = None) -> tuple[MemoryBus, Store]:
+    bus = bus or MemoryBus(PARTITIONS)
+    if not bus.records(TOPIC_FINDINGS):
+        bus.produce(split.findings)
+    store = Store(db, group="stage2")
+    loop = new_loop(bus, store)
+    drive(loop)
+    return bus, store
+
+
+def new_loop(bus: MemoryBus, store: Store) -> CorrelateLoop:
+    joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-"))
+    return CorrelateLoop(bus, store, joiner, delivered=lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)})
+
+
+def drive(loop: CorrelateLoop) -> None:
+    """What ``CorrelateLoop.run`` does, in small batches and without a stop event."""
+    loop.bus.subscribe([TOPIC_FINDINGS])
+    loop.bus.seek(dict(loop.next_offsets))
+    loop.recover()
+    while records := loop.bus.poll(max_records=40):
+        loop.handle(records)
+
+
+def published(bus: MemoryBus) -> list[dict]:
+    return [json.loads(r.value) for r in bus.records(TOPIC_INCIDENTS)]
+
+
+def test_a_cooling_loop_split_over_two_processors_and_a_switch_fault_become_one_incident_each(split) -> None:
+    assert {"cooling_loop"} >= CLUSTER_DETECTORS
+    both = {g for g, s in split.gpu_sources.items() if s}
+    by = {s for srcs in split.gpu_sources.values() for s in srcs}
+    assert len(both) >= 4 and by == {"A", "B"}  # the loop's hot GPUs were seen by both processors
+    bus, store = correlate(split)
+    final = {i["id"]: i for i in published(bus)}
+    roots = {(i["cause"], i["location"]["id"]) for i in final.values() if i["status"] == "firing"}
+    assert ("cooling_failure", LOOP) in roots and ("switch_fault", SPINE) in roots
+    assert all(i["id"].startswith("inc-t-") for i in final.values())
+    assert store.count("incidents") == len(final)
+    assert store.con.execute("SELECT count(*) FROM incident_outbox").fetchone() == (0,)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashingBus(MemoryBus):
+    """Dies once: before the incidents of a batch reach the bus ("produce"), or after ("flush")."""
+
+    def __init__(self, partitions: int, crash: str, after: int) -> None:
+        super().__init__(partitions)
+        self.crash, self.after = crash, after
+
+    def produce(self, records) -> None:
+        records = list(records)
+        incidents = any(r.topic == TOPIC_INCIDENTS for r in records)
+        if incidents and self.crash == "produce" and self._due():
+            raise Crash
+        super().produce(records)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        if self.crash == "flush" and self._due():
+            raise Crash
+
+    def _due(self) -> bool:
+        self.after -= 1
+        if self.after < 0:
+            self.crash = ""
+            return True
+        return False
+
+
+@pytest.mark.parametrize("crash", ["produce", "flush"])
+def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(split, tmp_path, crash) -> None:
+    reference, _ = correlate(split)
+    expected = [r.value for r in reference.records(TOPIC_INCIDENTS)]
+    assert len(expected) >= 2
+
+    bus = CrashingBus(PARTITIONS, crash, after=1)  # the second batch with incidents dies
+    bus.produce(split.findings)
+    db = tmp_path / "stage2.duckdb"
+    store = Store(db, group="stage2")
+    with pytest.raises(Crash):
+        drive(new_loop(bus, store))
+    store.close()  # the process is gone; what was committed is in the file
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM incident_outbox").fetchone()[0] > 0  # stored, not confirmed
+    store = Store(db, group="stage2")
+    drive(new_loop(bus, store))
+    got = [r.value for r in bus.records(TOPIC_INCIDENTS)]
+    assert got == expected  # every change once, in order, with the same ids
+    ids = {json.loads(v)["id"] for v in expected}
+    assert store.count("incidents") == len(ids)
+    store.close()
