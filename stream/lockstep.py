@@ -95,7 +95,7 @@ class LockstepKafkaBus(KafkaBus):
                 where = ", ".join(f"{t}[{p}]" for t, p in sorted(unread)[:3]) + (" …" if len(unread) > 3 else "")
                 raise KafkaUnavailable(
                     f"no record from broker {self.bootstrap} for {idle:.0f} s while {sum(unread.values())} "
-                    f"acknowledged records are unread ({where})"
+                    f"acknowledged records are unread ({where}){self._lost_logs(unread)}"
                 )
 
     def unread(self) -> dict[TopicPartition, int]:
@@ -118,6 +118,22 @@ class LockstepKafkaBus(KafkaBus):
             if behind > 0:
                 out[tp] = behind
         return out
+
+    def _lost_logs(self, unread: dict[TopicPartition, int]) -> str:
+        """Why records can be acknowledged and never come: the partition's log now ends before them
+        (its topic deleted and created again meanwhile, e.g. by another user of the same broker)."""
+        try:
+            ends = self._need_consumer().end_offsets([KafkaTP(*tp) for tp in unread], timeout_ms=POSITION_TIMEOUT_MS)
+        except kerr.KafkaError:
+            return ""
+        with self._cv:
+            short = sum(1 for tp, end in ends.items() if end < self.acked_end.get((tp.topic, tp.partition), 0))
+        if not short:
+            return ""
+        return (
+            f"; the log of {short} of these partitions now ends before what the broker acknowledged: "
+            "their topics were deleted or truncated while the demo ran"
+        )
 
 
 def demo_bus(bootstrap: str, partitions: int = 12) -> LockstepKafkaBus:

@@ -71,6 +71,25 @@ def test_a_poll_that_gets_nothing_fails_naming_the_broker(kafka) -> None:
         bus.close()
 
 
+def test_records_lost_with_their_topic_are_named_as_such(kafka) -> None:
+    from tests.kafka.conftest import reset_topics
+
+    bus = LockstepKafkaBus(kafka.bootstrap, partitions=kafka.partitions, wait_s=2.0)
+    try:
+        bus.subscribe([topic_of("gpu")])
+        consumer = bus._need_consumer()
+        consumer.pause(*(KafkaTP(topic_of("gpu"), p) for p in range(kafka.partitions)))  # none read before ...
+        bus.produce(gpu_records(40))
+        bus.flush()
+        reset_topics(kafka.bootstrap)  # ... the topics go: what another user of a shared broker may do
+        with pytest.raises(KafkaUnavailable) as failed:
+            bus.poll(max_records=100, timeout_s=0.0)
+        assert str(failed.value).startswith(f"no record from broker {kafka.bootstrap} for 2 s while ")
+        assert str(failed.value).endswith("their topics were deleted or truncated while the demo ran")
+    finally:
+        bus.close()
+
+
 def simulated_rows(gpus: int, duration: float, interval: float, seed: int = 7) -> int:
     """The rows the demo's simulator produces, counted without any bus."""
     from fabricwatch import topology
