@@ -80,9 +80,12 @@ class LockstepKafkaBus(KafkaBus):
             super().flush(min(left, 1.0))
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
-        """The next records; empty only when every acknowledged record of the subscribed topics has been
-        returned. Raises when none comes for ``wait_s`` while some are still unread."""
+        """The next records; empty once every acknowledged record of the subscribed topics has been
+        returned (then at once, so records another producer keeps sending to the same topics cannot keep a
+        drain going). Raises when none comes for ``wait_s`` while some are still unread."""
         started = time.monotonic()
+        if not self.unread():  # all of this run's records are back: stop here, even if others keep coming
+            return []
         while True:
             records = super().poll(max_records=max_records, timeout_s=max(timeout_s, POLL_SLICE_S))
             if records:

@@ -77,15 +77,17 @@ class DemoResult:
         return self.rows / self.wall_s if self.wall_s else 0.0
 
     def shortfall(self) -> str | None:
-        """What went missing between the simulator and the store, in one line; None when nothing did."""
-        if self.delivered_records < self.produced_records:
+        """What went wrong between the simulator and the store, in one line; None when nothing did:
+        records lost on the way, or records of another producer on the same topics mixed in."""
+        if self.delivered_records != self.produced_records:
+            what = "lost" if self.delivered_records < self.produced_records else "mixed in from another producer"
             return (
-                f"the bus delivered {self.delivered_records:,} of the {self.produced_records:,} records produced; "
-                f"{self.rows:,} of {self.produced_rows:,} rows stored"
+                f"records {what}: the bus delivered {self.delivered_records:,} of the {self.produced_records:,} "
+                f"records produced; {self.rows:,} of {self.produced_rows:,} rows stored"
             )
-        if self.rows < self.produced_rows:
+        if self.rows != self.produced_rows:
             stored = f"{self.rows:,} of the {self.produced_rows:,} rows produced were stored"
-            return f"{stored} ({self.deadletters} dead letters)"
+            return f"rows lost: {stored} ({self.deadletters} dead letters)"
         return None
 
 

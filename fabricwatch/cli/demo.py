@@ -1,7 +1,8 @@
 """``fabricwatch demo``: the main job — a simulated supernode with injected faults, end to end.
 
-Exit status 1 when the bus lost records (fewer delivered, or rows stored, than the simulator produced)
-or a Kafka broker stopped answering: a demo that stored nothing must never look like a run.
+Exit status 1 when the bus lost records (fewer delivered, or rows stored, than the simulator produced),
+mixed in records of another producer, or a Kafka broker stopped answering: a demo that stored nothing
+must never look like a run.
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     for title, sql in example_queries(result, topo):
         out.print(f"  # {title}")
         out.print(f'  .venv/bin/fabricwatch query --db {result.db} "{sql}"', soft_wrap=True)
-    if (lost := result.shortfall()) is not None:
+    if (problem := result.shortfall()) is not None:
         via = f"Kafka at {args.bootstrap}" if args.bootstrap else "the in-memory bus"
-        print(f"fabricwatch demo: records lost through {via}: {lost}", file=sys.stderr)
+        print(f"fabricwatch demo: through {via}: {problem}", file=sys.stderr)
         return 1
     return 0

@@ -118,7 +118,7 @@ def test_the_demo_exits_non_zero_when_its_bus_loses_records(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert code == 1
     found = re.fullmatch(
-        r"fabricwatch demo: records lost through the in-memory bus: the bus delivered ([\d,]+) of the ([\d,]+) "
+        r"fabricwatch demo: through the in-memory bus: records lost: the bus delivered ([\d,]+) of the ([\d,]+) "
         r"records produced; ([\d,]+) of ([\d,]+) rows stored\n",
         err,
     )
@@ -141,3 +141,25 @@ def test_the_lockstep_bus_gives_up_on_a_broker_that_does_not_answer() -> None:
         assert str(failed.value) == "broker 127.0.0.1:9 has not acknowledged 1 records within 1 s"
     finally:
         bus.close(0.2)
+
+
+class SharedBus(MemoryBus):
+    """Another producer on the same topics: one record of its own with every scrape."""
+
+    def produce(self, records) -> None:
+        records = list(records)
+        if records and records[0].topic.startswith("fabricwatch.telemetry."):
+            records.append(Outgoing(GPU, "node999", schema.encode(gpu_message(0, 0)), T0))
+        super().produce(records)
+
+
+def test_the_demo_exits_non_zero_when_another_producer_mixes_records_in(tmp_path, capsys, monkeypatch) -> None:
+    from fabricwatch.cli import main
+
+    monkeypatch.setattr("fabricwatch.app.demo.MemoryBus", SharedBus)
+    code = main(["demo", "--gpus", "64", "--duration", "20", "--db", str(tmp_path / "d.duckdb")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(
+        "fabricwatch demo: through the in-memory bus: records mixed in from another producer: the bus delivered "
+    ), err
