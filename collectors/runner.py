@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 import msgspec
 
@@ -29,14 +29,10 @@ from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 from fabricwatch.stream.bus import Bus
-from fabricwatch.stream.keys import batch_records
+from fabricwatch.stream.keys import outgoing_batched
 
-Keyer = Callable[[Message], list[tuple[str, Message]]]
-
-
-def key_by_source(message: Message) -> list[tuple[str, Message]]:
-    """Without a topology, a message is keyed by its source (a GPU's node is its fault domain)."""
-    return [(message.source, message)]
+if TYPE_CHECKING:
+    from fabricwatch.topology import Topology
 
 
 class Sink(Protocol):
@@ -44,15 +40,15 @@ class Sink(Protocol):
 
 
 class BusSink:
-    """Produces a scrape's messages to ``fabricwatch.telemetry.<kind>`` keyed by fault domain (one record
-    per kind and key: stream.keys.batch_records), then flushes."""
+    """Produces a scrape's messages to ``fabricwatch.telemetry.<kind>`` keyed by fault domain (stream.keys:
+    by source without a ``topology``; one record per kind and key), then flushes."""
 
-    def __init__(self, bus: Bus, keyer: Keyer = key_by_source) -> None:
+    def __init__(self, bus: Bus, topology: Topology | None = None) -> None:
         self.bus = bus
-        self.keyer = keyer
+        self.topology = topology
 
     def send(self, messages: list[Message]) -> None:
-        records = batch_records((key, part) for m in messages for key, part in self.keyer(m))
+        records = outgoing_batched(messages, self.topology)
         if records:
             self.bus.produce(records)
             self.bus.flush()

@@ -1,8 +1,9 @@
-"""Replay: the whole processing and detection path over a capture, on a virtual clock, no sleeping.
+"""Replay: the processing loop over a capture, on a virtual clock, no sleeping.
 
-The capture's records are fed to the same :class:`~stream.processor.Processor` the live service
-uses, through the same bytes encoding, in file order and in fixed-size batches; the clock moves only
-with the data. Two replays of one capture therefore give the same incidents, byte for byte.
+The capture is a bus (replay.bus.CaptureBus) and the loop is the live one (stream.consume.ProcessingLoop)
+with the live processor: records in the bytes a producer sends, in file order, in fixed-size batches;
+the clock moves only with the data. Two replays of one capture therefore give the same incidents,
+byte for byte.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import msgspec
 from fabricwatch.clock import VirtualClock
 from fabricwatch.errors import InputError
 from fabricwatch.incident import Incident
+from fabricwatch.replay.bus import CaptureBus
 from fabricwatch.replay.capture import Capture, open_capture
-from fabricwatch.stream.bus import Record
+from fabricwatch.stream.consume import LoopStats, ProcessingLoop
 from fabricwatch.stream.metrics import PipelineMetrics
 from fabricwatch.stream.processor import Processor
 from fabricwatch.stream.store import Store
@@ -48,36 +50,24 @@ def replay(
 
     cap = capture if isinstance(capture, Capture) else open_capture(capture)
     engine = (engine_factory or DetectionEngine)(cap.topology)
-    clock = VirtualClock()
+    bus = CaptureBus(cap)
     with Store(db) as store:
-        processor = Processor(cap.topology, store, clock=clock, engine=engine, metrics=PipelineMetrics())
-        encoder = msgspec.msgpack.Encoder()
-        batch: list[Record] = []
-        records = rows = deadletters = 0
-        first_ts: float | None = None
+        processor = Processor(cap.topology, store, clock=VirtualClock(), engine=engine, metrics=PipelineMetrics())
 
-        def flush() -> None:
-            nonlocal rows, deadletters
-            result = processor.handle(batch)
-            rows += result.rows
-            deadletters += len(result.deadletters)
-            batch.clear()
+        def on_batch(_: LoopStats) -> None:
             if progress is not None:
-                progress(records, processor.watermark or 0.0)
+                progress(bus.records_read, processor.watermark or 0.0)
 
-        for rec in cap.records():
-            records += 1
-            if first_ts is None or rec.ts < first_ts:
-                first_ts = rec.ts
-            batch.append(Record(rec.topic, rec.key, encoder.encode(rec.value), rec.ts, 0, rec.line))
-            if len(batch) >= BATCH_RECORDS:
-                flush()
-        if batch:
-            flush()
-        processor.finish()
+        loop = ProcessingLoop(bus, processor, max_records=BATCH_RECORDS, poll_timeout_s=0.0, on_batch=on_batch)
+        try:
+            loop.drain()
+            loop.finish()
+        finally:
+            bus.close()
         incidents = sorted(engine.incidents(), key=lambda i: i.id)
         store.write_batch(incidents=incidents)
-    return ReplayResult(incidents, records, rows, deadletters, cap.errors, cap.truth, first_ts)
+    s = loop.stats
+    return ReplayResult(incidents, bus.records_read, s.rows, s.deadletters, cap.errors, cap.truth, bus.first_ts)
 
 
 def incidents_json(incidents: list[Incident]) -> bytes:

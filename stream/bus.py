@@ -1,14 +1,17 @@
 """The bus between collectors and processors, and its embedded in-memory implementation.
 
 The interface is deliberately small (produce a batch, poll a batch, commit) so that the in-memory
-bus used by the demo, replay and tests and the Kafka transport are interchangeable.
+bus of the demo and tests, a capture file (replay.bus.CaptureBus) and the Kafka transport are
+interchangeable: one processing loop (stream.consume.ProcessingLoop) runs over any of them.
+A finite bus (a capture, the demo's in-memory bus once the simulator has produced a step) returns
+an empty poll when it has nothing more; a live bus returns one when nothing came within the timeout.
 """
 
 from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -38,7 +41,14 @@ TopicPartition = tuple[str, int]
 
 
 class Bus(ABC):
-    """Produce batches; a consumer subscribes, polls batches and commits what it has stored."""
+    """Produce batches; a consumer subscribes, polls batches and commits what it has stored.
+
+    ``on_assign``/``on_revoke`` are called when a consumer group moves partitions (Kafka only: a bus
+    with one consumer never calls them, it has every partition from the start).
+    """
+
+    on_assign: Callable[[list[TopicPartition]], None] | None = None
+    on_revoke: Callable[[list[TopicPartition]], None] | None = None
 
     @abstractmethod
     def produce(self, records: Iterable[Outgoing]) -> None: ...
@@ -60,8 +70,16 @@ class Bus(ABC):
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         """Continue reading each partition at the given offset (restores from stored offsets)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release connections."""
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets (partitions without one are left out)."""
+        return {}
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Records behind the end of each assigned partition, where the bus knows it."""
+        return {}
+
+    def close(self, timeout_s: float = 10.0) -> None:  # noqa: B027 - optional hook
+        """Deliver what is buffered (up to ``timeout_s``) and release connections."""
 
 
 def partition_for(key: str | None, partitions: int) -> int:
@@ -85,7 +103,7 @@ class MemoryBus(Bus):
         self._position = 0  # index into _log of the next record to consider
         self._topics: set[str] = set()
         self._next_read: dict[TopicPartition, int] = {}
-        self.committed: dict[TopicPartition, int] = {}
+        self.committed_offsets: dict[TopicPartition, int] = {}
 
     def produce(self, records: Iterable[Outgoing]) -> None:
         for r in records:
@@ -111,7 +129,11 @@ class MemoryBus(Bus):
         return out
 
     def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self.committed.update(offsets)
+        self.committed_offsets.update(offsets)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        wanted = set(partitions)
+        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
 
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         self._next_read.update(offsets)

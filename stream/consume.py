@@ -1,8 +1,11 @@
-"""The live processing loop: a consumer-group member that stores exactly once and never stops on input.
+"""The processing loop: the one loop that drives a processor, live, in the demo and in replay.
 
-One loop iteration: poll a batch → skip what the store already holds → ``Processor.handle`` (rows,
-dead letters and the next offsets in ONE DuckDB transaction) → dead letters and changed incidents to
-their topics → commit the same offsets to Kafka (so lag is visible to standard tools).
+One iteration (``step``): poll a batch → skip what the store already holds → ``Processor.handle``
+(rows, dead letters and the next offsets in ONE DuckDB transaction) → dead letters, changed incidents
+and findings to their topics → commit the same offsets to the bus (so lag is visible to standard tools).
+The bus is anything behind the :class:`~stream.bus.Bus` interface: Kafka live (``run`` until ``stop``),
+the demo's in-memory or lock-step Kafka bus (``drain`` after each simulated scrape), a capture in replay
+(``drain`` once: replay.bus.CaptureBus). ``finish`` runs the ticks left at the end of finite input.
 
 Exactly once in effect. The store's offsets are the truth for its own file; the group's committed
 offsets are the truth across processors (each processor keeps its own file, DESIGN §1). On every
@@ -24,7 +27,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -32,10 +35,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from fabricwatch.incident import Incident
 from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
-from fabricwatch.stream.bus import Outgoing, Record, TopicPartition
+from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import finding_record, tick_records
-from fabricwatch.stream.kafka import KafkaBus
 from fabricwatch.stream.processor import Processor
 
 log = logging.getLogger("fabricwatch.consume")
@@ -75,13 +77,14 @@ def incident_record(incident: Incident) -> Outgoing:
 
 
 class ProcessingLoop:
-    """Runs ``processor`` on ``bus`` (a KafkaBus with a group id) until ``stop`` is set."""
+    """Runs ``processor`` on ``bus``: until ``stop`` is set (``run``), or until a poll is empty (``drain``)."""
 
     def __init__(
         self,
-        bus: KafkaBus,
+        bus: Bus,
         processor: Processor,
         *,
+        topics: Sequence[str] = TELEMETRY_TOPICS,
         max_records: int = 10_000,
         poll_timeout_s: float = 0.5,
         close_timeout_s: float = 5.0,
@@ -93,6 +96,8 @@ class ProcessingLoop:
         self.bus = bus
         self.tick_marks = tick_marks  # stage 1 of a split deployment: this processor's name in tick marks
         self.processor = processor
+        self.topics = list(topics)
+        self._subscribed = False
         self.max_records = max_records
         self.poll_timeout_s = poll_timeout_s
         self.close_timeout_s = close_timeout_s
@@ -140,20 +145,48 @@ class ProcessingLoop:
 
     # --- the loop ----------------------------------------------------------------------------------
 
+    def subscribe(self) -> None:
+        """Subscribe the bus to the telemetry topics (once; ``run`` and ``drain`` call it)."""
+        if not self._subscribed:
+            self.bus.subscribe(self.topics)
+            self._subscribed = True
+
+    def step(self, timeout_s: float | None = None) -> int:
+        """Poll one batch and handle it; returns the number of records polled (0: nothing came)."""
+        self.subscribe()
+        self.stats.last_poll = started = time.monotonic()
+        wait = self.poll_timeout_s if timeout_s is None else timeout_s
+        records = self.bus.poll(max_records=self.max_records, timeout_s=wait)
+        if records:
+            self.stage_seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
+            self.handle(records)
+        return len(records)
+
+    def drain(self) -> int:
+        """Handle batches until a poll comes back empty (a finite or lock-step bus has nothing more);
+        returns the number of records polled."""
+        polled = 0
+        while n := self.step():
+            polled += n
+        return polled
+
     def run(self, stop: threading.Event) -> LoopStats:
-        self.bus.subscribe(list(TELEMETRY_TOPICS))
+        """The live loop: poll and handle until ``stop`` is set, then close the bus."""
         try:
-            seconds = self.stage_seconds
             while not stop.is_set():
-                self.stats.last_poll = started = time.monotonic()
-                records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
-                if records:
-                    seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
-                    self.handle(records)
+                self.step()
                 self._update_lag()
         finally:
             self.bus.close(self.close_timeout_s)
         return self.stats
+
+    def finish(self) -> list[Incident]:
+        """End of finite input: run the detection ticks still due and publish the incidents they changed."""
+        incidents = self.processor.finish()
+        if incidents:
+            self.bus.produce(incident_record(i) for i in incidents)
+        self.stats.incidents += len(incidents)
+        return incidents
 
     def handle(self, records: list[Record]) -> None:
         """Store one polled batch exactly once, publish its dead letters and incidents, commit."""

@@ -9,6 +9,9 @@ every leaf. :func:`split_by_fault_domain` cuts such a message into one message p
 The parts keep the scrape's ``source``, ``ts`` and ``seq``: ``seq`` therefore repeats across the
 parts of one scrape (a gap in ``seq`` still means a lost scrape; a repeat across partitions is a part,
 not a duplicate). Rows keep their order within each part; parts come in order of first appearance.
+
+:func:`keyed` is the one keying rule: collectors (collectors.runner.BusSink), the simulator's captures,
+the demo and every producer of telemetry key through it, so demo, replay and live partition alike.
 """
 
 from __future__ import annotations
@@ -65,12 +68,18 @@ def split_by_fault_domain(message: Message, topology: topo.Topology) -> list[tup
     return parts
 
 
-def outgoing(message: Message, topology: topo.Topology | None) -> list[Outgoing]:
-    """Bus records for one scrape: its kind's topic, keyed by fault domain (by source without a topology)."""
-    topic = topic_of(message.kind)
+def keyed(message: Message, topology: topo.Topology | None) -> list[tuple[str, Message]]:
+    """``[(bus key, message part)]``: by fault domain with a topology; without one (a collector not told
+    the cluster's layout) by source, which is the fault domain of a node's GPUs and of a switch."""
     if topology is None:
-        return [Outgoing(topic, message.source, encode(message), message.ts)]
-    return [Outgoing(topic, key, encode(part), part.ts) for key, part in split_by_fault_domain(message, topology)]
+        return [(message.source, message)]
+    return split_by_fault_domain(message, topology)
+
+
+def outgoing(message: Message, topology: topo.Topology | None) -> list[Outgoing]:
+    """Bus records for one scrape: its kind's topic, one record per :func:`keyed` part."""
+    topic = topic_of(message.kind)
+    return [Outgoing(topic, key, encode(part), part.ts) for key, part in keyed(message, topology)]
 
 
 def batch_records(parts: Iterable[tuple[str, Message]]) -> list[Outgoing]:
@@ -86,7 +95,5 @@ def batch_records(parts: Iterable[tuple[str, Message]]) -> list[Outgoing]:
 
 
 def outgoing_batched(messages: Iterable[Message], topology: topo.Topology | None) -> list[Outgoing]:
-    """:func:`outgoing` for many messages at once, batched per (kind, fault domain)."""
-    if topology is None:
-        return batch_records((m.source, m) for m in messages)
-    return batch_records(part for m in messages for part in split_by_fault_domain(m, topology))
+    """:func:`outgoing` for many messages at once, batched per (kind, key)."""
+    return batch_records(part for m in messages for part in keyed(m, topology))

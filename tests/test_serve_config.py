@@ -19,8 +19,9 @@ def test_detectors_are_enabled_disabled_and_tuned_from_the_file(tmp_path) -> Non
         BASE + "engine:\n  window_s: 120\n  every_s: 5\n"
         "detectors:\n  pfc_storm: {enabled: false}\n  gpu_temp: {gpu_hot_c: 83}\n  gpu_xid:\n    xid_ignore: [13, 31]\n"
     )
-    settings, listen, port = load_config(path)
-    assert (settings.db, listen, port) == (tmp_path / "a.duckdb", "127.0.0.1", 9108)
+    config = load_config(path)
+    settings = config.process
+    assert (settings.db, config.listen, config.port) == (tmp_path / "a.duckdb", "127.0.0.1", 9108)
     engine = DetectionEngine(generate(64, 8, 8), settings.engine)
     by_name = {d.name: d for d in engine.detectors}
     assert (engine.window_s, engine.every_s) == (120.0, 5.0)
@@ -32,7 +33,7 @@ def test_detectors_are_enabled_disabled_and_tuned_from_the_file(tmp_path) -> Non
 def test_without_sections_every_detector_runs_with_its_defaults(tmp_path) -> None:
     path = tmp_path / "serve.yaml"
     path.write_text(BASE + "detectors:\n")
-    settings, _, _ = load_config(path)
+    settings = load_config(path).process
     engine = DetectionEngine(generate(64, 8, 8), settings.engine)
     assert all(d.config == type(d).Config() for d in engine.detectors) and len(engine.detectors) == 12
 

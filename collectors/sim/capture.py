@@ -14,20 +14,9 @@ from fabricwatch.collectors.sim.simulator import Simulator
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan
 from fabricwatch.replay.capture import CaptureWriter
-from fabricwatch.schema import Message, row_count, topic_of
+from fabricwatch.schema import row_count, topic_of
+from fabricwatch.stream.keys import keyed
 from fabricwatch.topology import Topology
-
-
-def message_key(topology: Topology, message: Message) -> str:
-    """The bus key of a message: its fault domain (DESIGN §1).
-
-    ``gpu`` and ``switch`` messages are keyed by their source; the per-port kinds by the fault domain
-    of their first port (a node's ports, or a switch's).
-    """
-    if message.kind in ("gpu", "switch"):
-        return message.source
-    ports = message.rows.get("port")
-    return topology.fault_domain(ports[0]) if ports else message.source
 
 
 def scrape_count(duration: float, interval: float) -> int:
@@ -47,7 +36,8 @@ def simulate_capture(
     """Simulate ``duration`` seconds and write them to ``out``; returns the number of messages written.
 
     The header carries the topology and the faults as ground truth (``truth``; the plan's pathologies
-    shape the messages but are never truth); every message is one line. ``progress`` shows a rich
+    shape the messages but are never truth); every bus message is one line: a scrape that spans fault
+    domains is written as the parts a producer sends (stream.keys.keyed). ``progress`` shows a rich
     progress bar on stderr.
     """
     if not (duration > 0 and math.isfinite(duration)):
@@ -71,8 +61,10 @@ def simulate_capture(
         task = bar.add_task("simulate", total=steps, sim_t=0.0, rate=0.0)
         for _ in range(steps):
             for message in sim.step():
-                writer.write(topic_of(message.kind), message_key(topology, message), message.ts, message)
-                written += 1
+                # One line per bus message: the parts a producer sends, keyed by fault domain (stream.keys)
+                for key, part in keyed(message, topology):
+                    writer.write(topic_of(part.kind), key, part.ts, part)
+                    written += 1
                 rows += row_count(message)
             elapsed = time.perf_counter() - started
             bar.update(task, advance=1, sim_t=sim.t, rate=rows / elapsed if elapsed > 0 else 0.0)

@@ -1,8 +1,11 @@
 """The demo: a simulated supernode with injected faults through the whole pipeline.
 
-Simulator → bus (in memory, or Kafka) → processor (validation, DuckDB, detection on the data's own
-clock) → incidents, scored against the injected ground truth. The default faults are picked from
-the topology itself so the demo runs on any standard supernode size.
+Simulator → bus (in memory, or Kafka) → the processing loop and processor the live service runs
+(stream.consume.ProcessingLoop: validation, DuckDB, detection on the data's own clock) → incidents,
+scored against the injected ground truth. Each simulated scrape is produced keyed as collectors key
+(stream.keys), then the loop drains the bus before the next scrape. The demo counts what it produced
+and what the bus delivered, so a bus that loses records cannot pass unnoticed. The default faults are
+picked from the topology itself so the demo runs on any standard supernode size.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabricwatch import schema
 from fabricwatch.app.score import Score, score
 from fabricwatch.clock import VirtualClock
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
-from fabricwatch.stream.bus import Bus, MemoryBus, Outgoing
+from fabricwatch.schema import row_count
+from fabricwatch.stream.bus import Bus, MemoryBus
+from fabricwatch.stream.consume import ProcessingLoop
 from fabricwatch.stream.keys import outgoing_batched
 from fabricwatch.stream.metrics import PipelineMetrics
 from fabricwatch.stream.processor import Processor
@@ -57,16 +61,34 @@ def default_faults(topology: Topology) -> list[Fault]:
 class DemoResult:
     incidents: list[Incident]
     score: Score
-    rows: int
-    messages: int
+    rows: int  # stored
+    messages: int  # simulated scrapes' messages
     wall_s: float
     sim_s: float
     start_ts: float
     db: str
+    produced_rows: int = 0
+    produced_records: int = 0  # bus records (a message's parts, batched per kind and key)
+    delivered_records: int = 0  # records the bus returned to the loop (each once)
+    deadletters: int = 0
 
     @property
     def rows_per_s(self) -> float:
         return self.rows / self.wall_s if self.wall_s else 0.0
+
+    def shortfall(self) -> str | None:
+        """What went wrong between the simulator and the store, in one line; None when nothing did:
+        records lost on the way, or records of another producer on the same topics mixed in."""
+        if self.delivered_records != self.produced_records:
+            what = "lost" if self.delivered_records < self.produced_records else "mixed in from another producer"
+            return (
+                f"records {what}: the bus delivered {self.delivered_records:,} of the {self.produced_records:,} "
+                f"records produced; {self.rows:,} of {self.produced_rows:,} rows stored"
+            )
+        if self.rows != self.produced_rows:
+            stored = f"{self.rows:,} of the {self.produced_rows:,} rows produced were stored"
+            return f"rows lost: {stored} ({self.deadletters} dead letters)"
+        return None
 
 
 @dataclass
@@ -93,12 +115,11 @@ def run_demo(
     from fabricwatch.detectors.engine import DetectionEngine
 
     bus = bus or MemoryBus()
-    bus.subscribe(schema.TELEMETRY_TOPICS)
     sim = Simulator(topology, faults, seed=seed, interval=interval)
     engine = DetectionEngine(topology)
     opened: set[str] = set()
     started = time.perf_counter()
-    messages = 0
+    messages = produced_rows = produced_records = 0
     with Store(db) as store:
         processor = Processor(
             topology,
@@ -108,30 +129,31 @@ def run_demo(
             metrics=PipelineMetrics(),
             on_incident=lambda i: opened.add(i.id),
         )
+        loop = ProcessingLoop(bus, processor, max_records=50_000, poll_timeout_s=0.0)
+        loop.subscribe()  # before the first scrape: a Kafka group reads from the end, only this run
         steps = int(duration // interval) + 1
         for _ in range(steps):
             batch = sim.step()
             messages += len(batch)
-            if isinstance(bus, MemoryBus):
-                bus.produce(Outgoing(schema.topic_of(m.kind), m.source, schema.encode(m), m.ts) for m in batch)
-            else:  # a partitioned bus: key by fault domain and batch per key, as collectors do (DESIGN §1)
-                bus.produce(outgoing_batched(batch, topology))
+            produced_rows += sum(row_count(m) for m in batch)
+            records = outgoing_batched(batch, topology)  # keyed by fault domain, as collectors send (DESIGN §1)
+            produced_records += len(records)
+            bus.produce(records)
             bus.flush()
-            while records := bus.poll(max_records=50_000, timeout_s=0.0):
-                processor.handle(records)
-                bus.commit(processor.next_offsets)
+            loop.drain()
             if isinstance(bus, MemoryBus):
                 bus.trim()
             if on_progress is not None:
                 on_progress(
                     Progress(sim.t, duration, processor.rows_stored, time.perf_counter() - started, len(opened))
                 )
-        processor.finish()
+        loop.finish()
         incidents = sorted(engine.incidents(), key=lambda i: i.id)
         store.write_batch(incidents=incidents)
         store.checkpoint()
     wall = time.perf_counter() - started
     truth = [f.to_dict() for f in faults]
+    stats = loop.stats
     return DemoResult(
         incidents,
         score(truth, incidents, sim.start_ts),
@@ -141,6 +163,10 @@ def run_demo(
         sim.t,
         sim.start_ts,
         str(db),
+        produced_rows=produced_rows,
+        produced_records=produced_records,
+        delivered_records=stats.records,
+        deadletters=stats.deadletters,
     )
 
 

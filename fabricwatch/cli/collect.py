@@ -24,11 +24,12 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from fabricwatch import topology as topo_mod
 from fabricwatch import yamlconf
 from fabricwatch.cli import Parser, positive_float
 from fabricwatch.clock import WallClock
 from fabricwatch.collectors.base import SOURCES, Source, SourceConfig, source_class
-from fabricwatch.collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_source
+from fabricwatch.collectors.runner import BusSink, JsonLinesSink, Runner
 from fabricwatch.errors import InputError
 
 
@@ -128,18 +129,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def fault_domain_keyer(topology_path: Path) -> Keyer:
-    """Split each message by the fault domain of its rows (DESIGN §1), so both ends of a link share a key."""
-    from fabricwatch import topology as topo_mod
-    from fabricwatch.stream.keys import split_by_fault_domain
-
-    topo = topo_mod.load(topology_path)
-    return lambda m: split_by_fault_domain(m, topo)
-
-
 def run(args: argparse.Namespace) -> int:
     cls = load_source_class(args.source)
-    keyer = fault_domain_keyer(args.topology) if args.topology else key_by_source
+    # With the cluster's layout messages are split by the fault domain of their rows (DESIGN §1), so
+    # both ends of a link share a key; without it they are keyed by source (stream.keys.keyed).
+    topo = topo_mod.load(args.topology) if args.topology else None
     source = build_source(cls, args)  # a source that cannot start raises InputError here: exit 2
     bus = None
     server = None
@@ -150,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             except ImportError as exc:
                 raise InputError("--bootstrap", f"the Kafka transport is not available: {exc}") from None
             bus = KafkaBus(args.bootstrap, client_id=f"fabricwatch-collect-{args.source}")
-            sink: Any = BusSink(bus, keyer)
+            sink: Any = BusSink(bus, topo)
         else:
             sink = JsonLinesSink(sys.stdout.buffer)
         observer = None

@@ -1,8 +1,14 @@
-"""``fabricwatch demo``: the main job — a simulated supernode with injected faults, end to end."""
+"""``fabricwatch demo``: the main job — a simulated supernode with injected faults, end to end.
+
+Exit status 1 when the bus lost records (fewer delivered, or rows stored, than the simulator produced),
+mixed in records of another producer, or a Kafka broker stopped answering: a demo that stored nothing
+must never look like a run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from fabricwatch.cli import non_negative_int, positive_float
@@ -58,9 +64,12 @@ def run(args: argparse.Namespace) -> int:
         )
 
     bus = None
+    broker_failed: tuple[type[Exception], ...] = ()
     if args.bootstrap:
+        from fabricwatch.stream.kafka import KafkaUnavailable
         from fabricwatch.stream.lockstep import demo_bus
 
+        broker_failed = (KafkaUnavailable,)
         bus = demo_bus(args.bootstrap)
         out.print(f"  through Kafka at {args.bootstrap}")
     try:
@@ -75,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
                 bus=bus,
                 on_progress=lambda p: live.update(line(p)),
             )
+    except broker_failed as exc:
+        print(f"fabricwatch demo: {exc}", file=sys.stderr)
+        return 1
     finally:
         if bus is not None:
             bus.close()
@@ -91,11 +103,15 @@ def run(args: argparse.Namespace) -> int:
         entity, target = fault_location(m.fault)
         out.print(f"  {mark} {m.fault['cause']} at {entity} {target} → {got}")
     out.print(
-        f"{result.rows:,} rows in {result.wall_s:.1f}s wall ({result.rows_per_s:,.0f} rows/s, "
-        f"{result.sim_s / result.wall_s:.0f}× real time)"
+        f"{result.rows:,} of {result.produced_rows:,} rows produced stored in {result.wall_s:.1f}s wall "
+        f"({result.rows_per_s:,.0f} rows/s, {result.sim_s / result.wall_s:.0f}× real time)"
     )
     out.print(f"DuckDB file: [bold]{result.db}[/]. Try:")
     for title, sql in example_queries(result, topo):
         out.print(f"  # {title}")
         out.print(f'  .venv/bin/fabricwatch query --db {result.db} "{sql}"', soft_wrap=True)
+    if (problem := result.shortfall()) is not None:
+        via = f"Kafka at {args.bootstrap}" if args.bootstrap else "the in-memory bus"
+        print(f"fabricwatch demo: through {via}: {problem}", file=sys.stderr)
+        return 1
     return 0

@@ -6,6 +6,7 @@ timeout → parser → messages) runs without ethtool hardware, a switch or a GP
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -13,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from fabricwatch import schema, topology
-from fabricwatch.cli.collect import fault_domain_keyer
 from fabricwatch.collectors.ethtool import EthtoolSource
 from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
 from fabricwatch.collectors.gnmi import GnmiSource
 from fabricwatch.collectors.nvidia_smi import NvidiaSmiSource
 from fabricwatch.collectors.toolsource import Options, ToolSource
 from fabricwatch.collectors.values import message
+from fabricwatch.stream.keys import keyed
 from tests.conftest import GOLDEN
 
 TS = 1764400000.0
@@ -102,7 +103,7 @@ def test_gnmi_runs_gnmic_get_without_secrets_on_the_command_line(tmp_path, monke
 def test_fault_domain_keys_put_both_ends_of_a_host_link_together(tmp_path, topo128):
     path = tmp_path / "cluster.yaml"
     path.write_text(topo128.to_yaml())
-    keyer = fault_domain_keyer(path)
+    keyer = functools.partial(keyed, topology=topology.load(path))  # what `collect --topology FILE` keys by
     gpu_port, leaf_port = next(iter(topology.iter_gpu_ports(topo128)))[1], None
     link = topo128.port_link[gpu_port]
     leaf_port = link.b if link.a == gpu_port else link.a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricwatch.app.demo import default_faults
+from fabricwatch.app.demo import default_faults, run_demo
 from fabricwatch.app.score import score
 from fabricwatch.cli import main
 from fabricwatch.collectors.sim import simulate_capture
@@ -23,6 +23,19 @@ def test_the_demos_faults_are_detected_and_located_by_a_replay(tmp_path):
     ]
     assert s.false_alarms == []
     assert all(m.latency_s is not None and 0 < m.latency_s < 150 for m in s.matches)
+
+
+def test_the_demo_and_a_replay_of_the_same_simulation_give_the_same_incidents(tmp_path):
+    """One loop: the demo (simulator → in-memory bus) and replay (capture → CaptureBus) store the same rows
+    and raise the same incidents, ids and times included."""
+    topo = generate(128, 8, 8)
+    faults = default_faults(topo)
+    demo = run_demo(topo, faults, duration=360.0, interval=5.0, seed=7, db=tmp_path / "demo.duckdb")
+    capture = tmp_path / "demo.jsonl"
+    simulate_capture(topo, FaultPlan(7, tuple(faults)), 360.0, 5.0, capture, progress=False)
+    replayed = replay(capture)
+    assert len(demo.incidents) == 5 and demo.rows == demo.produced_rows == replayed.rows
+    assert [i.to_dict() for i in demo.incidents] == [i.to_dict() for i in replayed.incidents]
 
 
 def test_a_healthy_twenty_minutes_of_128_gpus_gives_no_incident(tmp_path):

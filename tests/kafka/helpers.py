@@ -85,14 +85,16 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> int:
 
 
 def committed_total(bootstrap: str, group: str) -> int:
-    """Sum of the group's committed offsets (records it has stored and committed)."""
+    """Sum of the group's committed offsets (records it has stored and committed); -1 while the broker
+    cannot say (a coordinator moving), so that neither ``== 0`` nor ``>= n`` holds by accident."""
     from kafka import KafkaAdminClient
+    from kafka import errors as kerr
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fabricwatch-tests")
     try:
         offsets = admin.list_group_offsets({group: None}).get(group, {})
-    except Exception:
-        return 0
+    except kerr.KafkaError:
+        return -1
     finally:
         admin.close()
     return sum(o.offset for o in offsets.values() if o.offset >= 0)

@@ -74,18 +74,27 @@ def test_simulate_writes_a_readable_capture(fabricwatch, cluster, tmp_path, name
     ]  # fmt: skip
     records = list(capture.records())
     assert capture.errors == []
-    per_scrape = len(topo.nodes) * 3 + len(topo.switches) * 3  # gpu, port, optical per node; switch, port, optical
-    assert len(records) == 7 * per_scrape + len(topo.nodes) + len(topo.switches)  # t = 0..30, modules at t = 0
+    # Every scrape is written, as the parts a producer sends: one line per fault domain its rows touch.
+    scrapes: dict[tuple[float, str, str], list] = {}
     for record in records:
         message = schema.from_dict(record.value)
         assert record.topic == schema.topic_of(message.kind) and record.ts == message.ts
-        if message.kind in ("gpu", "switch"):
-            assert record.key == message.source
-        else:
-            assert record.key == topo.fault_domain(message.rows["port"][0])
+        scrapes.setdefault((message.ts, message.kind, message.source), []).append((record.key, message))
+    per_scrape = len(topo.nodes) * 3 + len(topo.switches) * 3  # gpu, port, optical per node; switch, port, optical
+    assert len(scrapes) == 7 * per_scrape + len(topo.nodes) + len(topo.switches)  # t = 0..30, modules at t = 0
+    for (_, kind, source), parts in scrapes.items():
+        keys = [key for key, _ in parts]
+        assert len(keys) == len(set(keys)), (kind, source)  # one part per domain
+        for key, message in parts:
+            if kind in ("gpu", "switch"):
+                assert key == source
+            else:
+                assert {topo.fault_domain(p) for p in message.rows["port"]} == {key}
+    node_ports = [f"node000/gpu{g}:p0" for g in range(8)]
     assert {r.key for r in records if r.value["kind"] == "port" and r.value["source"] == "node000"} == {
-        topo.fault_domain("node000/gpu0:p0")
+        topo.fault_domain(p) for p in node_ports
     }
+    assert len({topo.fault_domain(p) for p in node_ports}) == 8  # 8 rails: the node's scrape is cut in 8
 
 
 def test_seed_option_overrides_the_fault_files_seed(fabricwatch, cluster, tmp_path) -> None:

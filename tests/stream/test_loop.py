@@ -1,0 +1,165 @@
+"""The one processing loop over finite buses: the demo's in-memory bus and a capture (replay)."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import pytest
+
+from fabricwatch import schema
+from fabricwatch.clock import VirtualClock
+from fabricwatch.replay.bus import CaptureBus
+from fabricwatch.replay.capture import CaptureWriter, open_capture
+from fabricwatch.schema import TOPIC_DEADLETTER, TOPIC_INCIDENTS
+from fabricwatch.stream.bus import Bus, MemoryBus, Outgoing
+from fabricwatch.stream.consume import ProcessingLoop
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.store import Store
+from fabricwatch.topology import Topology, generate
+from tests.stream.test_processor import T0, RecordingEngine, gpu_message
+
+GPU = schema.topic_of("gpu")
+EMPTY = Topology("t", [], [], [])
+
+
+def produce(bus: Bus, *values: bytes) -> None:
+    bus.produce(Outgoing(GPU, "node000", v, T0) for v in values)
+
+
+@pytest.fixture
+def store():
+    with Store() as s:
+        yield s
+
+
+def test_drain_stores_commits_and_publishes_dead_letters(store) -> None:
+    bus = MemoryBus()
+    processor = Processor(EMPTY, store, clock=VirtualClock())
+    loop = ProcessingLoop(bus, processor)
+    loop.subscribe()
+    produce(bus, *(schema.encode(gpu_message(t, t)) for t in range(3)), b"\xc1garbage")
+    assert loop.drain() == 4
+    s = loop.stats
+    assert (s.records, s.rows, s.deadletters, s.skipped) == (4, 6, 1, 0)
+    assert store.count("gpu") == 6
+    (letter,) = bus.records(TOPIC_DEADLETTER)
+    assert letter.key == "node000"
+    assert bus.committed([(GPU, 0)]) == {(GPU, 0): 4} == processor.next_offsets
+    assert loop.drain() == 0  # nothing more: a finite bus ends the drain
+    bus.seek({(GPU, 0): 0})  # delivered again: skipped below the stored offsets, never stored twice
+    assert loop.drain() == 4
+    assert (loop.stats.records, loop.stats.skipped, store.count("gpu")) == (4, 4, 6)
+
+
+def test_finish_publishes_the_incidents_of_the_last_ticks(store) -> None:
+    bus = MemoryBus()
+    loop = ProcessingLoop(bus, Processor(EMPTY, store, clock=VirtualClock(), engine=RecordingEngine()))
+    loop.subscribe()
+    produce(bus, *(schema.encode(gpu_message(t, t, temp=90.0 if t == 12 else 60.0)) for t in range(13)))
+    loop.drain()
+    assert bus.records(TOPIC_INCIDENTS) == []  # the tick covering t = 12 is not due yet
+    (incident,) = loop.finish()
+    (published,) = bus.records(TOPIC_INCIDENTS)
+    assert published.key == "node000/gpu0" and orjson.loads(published.value)["id"] == incident.id == "inc-0001"
+    assert loop.stats.incidents == 1
+
+
+def write_capture(path, lines: list[tuple[str, schema.Message]]) -> None:
+    with CaptureWriter(path, generate(8, 8, 8)) as w:
+        for topic, m in lines:
+            w.write(topic, m.source, m.ts, m)
+
+
+def test_a_capture_is_a_finite_bus_in_file_order(tmp_path) -> None:
+    path = tmp_path / "c.jsonl"
+    messages = [gpu_message(t, t) for t in range(5)]
+    write_capture(path, [(GPU, m) for m in messages[:3]] + [("other", messages[3]), (GPU, messages[4])])
+    bus = CaptureBus(open_capture(path))
+    with pytest.raises(RuntimeError, match="subscribe"):
+        bus.poll()
+    bus.subscribe([GPU])
+    first = bus.poll(max_records=2)
+    assert [(r.topic, r.partition, r.offset) for r in first] == [(GPU, 0, 2), (GPU, 0, 3)]  # offset = line number
+    rest = bus.poll(max_records=10)
+    assert [r.offset for r in rest] == [4, 6]  # line 5 is on a topic not subscribed to
+    assert [schema.unpack(schema.decode(r.value)) for r in first + rest] == [messages[i] for i in (0, 1, 2, 4)]
+    assert bus.poll() == [] and bus.exhausted
+    assert (bus.records_read, bus.first_ts) == (5, T0)
+
+
+def test_a_capture_bus_seeks_forward_by_line(tmp_path) -> None:
+    path = tmp_path / "c.jsonl"
+    write_capture(path, [(GPU, gpu_message(t, t)) for t in range(5)])
+    bus = CaptureBus(open_capture(path))
+    bus.subscribe([GPU])
+    bus.seek({(GPU, 0): 5})
+    assert [r.offset for r in bus.poll()] == [5, 6]
+
+
+class LossyBus(MemoryBus):
+    """Loses every fifth telemetry record: what a broken bus does to a demo."""
+
+    lost = 0
+
+    def produce(self, records) -> None:
+        records = list(records)
+        kept = [r for i, r in enumerate(records) if not (r.topic.startswith("fabricwatch.telemetry.") and i % 5 == 4)]
+        LossyBus.lost += len(records) - len(kept)
+        super().produce(kept)
+
+
+def test_the_demo_exits_non_zero_when_its_bus_loses_records(tmp_path, capsys, monkeypatch) -> None:
+    from fabricwatch.cli import main
+
+    monkeypatch.setattr("fabricwatch.app.demo.MemoryBus", LossyBus)
+    monkeypatch.setattr(LossyBus, "lost", 0)
+    code = main(["demo", "--gpus", "64", "--duration", "20", "--db", str(tmp_path / "d.duckdb")])
+    err = capsys.readouterr().err
+    assert code == 1
+    found = re.fullmatch(
+        r"fabricwatch demo: through the in-memory bus: records lost: the bus delivered ([\d,]+) of the ([\d,]+) "
+        r"records produced; ([\d,]+) of ([\d,]+) rows stored\n",
+        err,
+    )
+    assert found, err
+    delivered, produced, stored, rows = (int(g.replace(",", "")) for g in found.groups())
+    assert LossyBus.lost > 0 and delivered == produced - LossyBus.lost and stored < rows
+
+
+def test_the_lockstep_bus_gives_up_on_a_broker_that_does_not_answer() -> None:
+    import io
+
+    from fabricwatch.stream.kafka import KafkaUnavailable
+    from fabricwatch.stream.lockstep import LockstepKafkaBus
+
+    bus = LockstepKafkaBus("127.0.0.1:9", wait_s=1.0, notice=io.StringIO())  # nothing listens on port 9
+    try:
+        produce(bus, schema.encode(gpu_message(0, 0)))
+        with pytest.raises(KafkaUnavailable) as failed:
+            bus.flush()
+        assert str(failed.value) == "broker 127.0.0.1:9 has not acknowledged 1 records within 1 s"
+    finally:
+        bus.close(0.2)
+
+
+class SharedBus(MemoryBus):
+    """Another producer on the same topics: one record of its own with every scrape."""
+
+    def produce(self, records) -> None:
+        records = list(records)
+        if records and records[0].topic.startswith("fabricwatch.telemetry."):
+            records.append(Outgoing(GPU, "node999", schema.encode(gpu_message(0, 0)), T0))
+        super().produce(records)
+
+
+def test_the_demo_exits_non_zero_when_another_producer_mixes_records_in(tmp_path, capsys, monkeypatch) -> None:
+    from fabricwatch.cli import main
+
+    monkeypatch.setattr("fabricwatch.app.demo.MemoryBus", SharedBus)
+    code = main(["demo", "--gpus", "64", "--duration", "20", "--db", str(tmp_path / "d.duckdb")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(
+        "fabricwatch demo: through the in-memory bus: records mixed in from another producer: the bus delivered "
+    ), err
