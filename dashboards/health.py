@@ -18,7 +18,7 @@ from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.frames import Keyed, recent
 from fabricwatch.detectors.gpu_temp import THERMAL_MASK
 from fabricwatch.records import Window
-from fabricwatch.topology import Topology
+from fabricwatch.topology import Link, Topology
 
 GPU_HOT_C = 85.0  # the seeds' rule (GPU ≥ 85 °C); headroom is measured to it (detectors/config.py gpu_hot_c)
 
@@ -27,9 +27,10 @@ GPU_HOT_C = 85.0  # the seeds' rule (GPU ≥ 85 °C); headroom is measured to it
 class Health:
     """Summaries of one window, each frame indexed by its entity id and sorted.
 
-    ``links``: tier, rail, margin_db (worst lane's rx power above its module's rx low alarm, both
-    ends), pre_fec_ber (worse end), corruption_ratio (frames lost to CRC/FEC over frames received,
-    worse end), up (1 when both ends report up). ``ports``: device, switch (bool), queue_depth_bytes,
+    ``links``: tier, rail, switch and peer_switch (:func:`switches_of`), margin_db (worst lane's rx
+    power above its module's rx low alarm, both ends), pre_fec_ber (worse end), corruption_ratio
+    (frames lost to CRC/FEC over frames received, worse end), up (1 when both ends report up).
+    ``ports``: device, switch (the device when it is a switch, else ""), queue_depth_bytes,
     ecn_marked_per_s, pause_sent_per_s. ``gpus``: node, cooling_loop, temperature_c, power_w,
     throttled (thermal clock-event bits set), npo_temperature_c (hottest module on its NPO ports).
     ``loops``: gpu_temperature_max_c, headroom_c (to ``gpu_hot_c``), gpus_throttled. ``switches``:
@@ -120,8 +121,20 @@ def _ports(window: Window, cfg: EngineConfig, topo: Topology) -> pd.DataFrame:
             index=port.index,
         ).reindex(index)
     frame.insert(0, "device", [topo.port_device[p] for p in frame.index])
-    frame.insert(1, "switch", [d in topo.switch_by_name for d in frame["device"]])
+    frame.insert(1, "switch", [d if d in topo.switch_by_name else "" for d in frame["device"]])
     return frame
+
+
+def switches_of(topo: Topology, link: Link) -> tuple[str, str]:
+    """(switch, peer_switch) of a link: the switch it hangs off (a host link's leaf, a fabric link's
+    leaf end) and the switch at its other end ("" for a host link). Alertmanager inhibits by them."""
+    ends = [topo.port_device[p] for p in (link.a, link.b)]
+    on_switch = [d for d in ends if d in topo.switch_by_name]
+    if len(on_switch) == 2:
+        leaf = [d for d in on_switch if topo.switch_by_name[d].tier == "leaf"]
+        first = leaf[0] if leaf else on_switch[0]
+        return first, next(d for d in on_switch if d != first) if on_switch[0] != on_switch[1] else first
+    return (on_switch[0], "") if on_switch else ("", "")
 
 
 def _links(topo: Topology, lanes: pd.DataFrame, ports: pd.DataFrame) -> pd.DataFrame:
@@ -137,6 +150,8 @@ def _links(topo: Topology, lanes: pd.DataFrame, ports: pd.DataFrame) -> pd.DataF
         {
             "tier": [link.tier for link in topo.links],
             "rail": ["" if link.rail is None else str(link.rail) for link in topo.links],
+            "switch": [switches_of(topo, link)[0] for link in topo.links],
+            "peer_switch": [switches_of(topo, link)[1] for link in topo.links],
             "margin_db": margin,
             "pre_fec_ber": np.fmax(pa["ber"].to_numpy(dtype=np.float64), pb["ber"].to_numpy(dtype=np.float64)),
             "corruption_ratio": np.fmax(ratio_a, ratio_b),
