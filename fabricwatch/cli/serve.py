@@ -13,11 +13,15 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     seal_every: 60                   # seconds between sealings of old rows to Parquet (0: never), so
     seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
+    alertmanager: http://127.0.0.1:9093   # incidents go to Alertmanager's v2 API (dashboards/alertmanager.py)
+    grafana: http://127.0.0.1:3000        # where alerts' dashboard links point
+    runbooks: https://wiki/runbooks       # where alerts' runbook links point (+ /<runbook>)
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
 partition, incidents), ``/healthz`` (200 while the consumer loop polls; 503 when it has not polled for
 60 s), ``/readyz`` (200 once the processor has joined its group and has its partitions; 503 before,
-and while the broker cannot be reached).
+and while the broker cannot be reached). /metrics also carries the on-call health and incidents of
+dashboards/METRICS.md.
 """
 
 from __future__ import annotations
@@ -64,6 +68,11 @@ def _int(low: int, high: int) -> Any:
     return check
 
 
+def _url(v: Any) -> str | None:
+    ok = isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > len("https://")
+    return None if ok else "must be an http:// or https:// URL"
+
+
 def _seconds(v: Any) -> str | None:
     ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
     return None if ok else "must be a number of seconds ≥ 0"
@@ -80,7 +89,11 @@ KEYS = {
     "seal_every": _seconds,
     "seal_horizon": _seconds,
     "http": None,  # a mapping, checked below
+    "alertmanager": _url,
+    "grafana": _url,
+    "runbooks": _url,
 }
+ONCALL_KEYS = ("alertmanager", "grafana", "runbooks")
 REQUIRED = ("bootstrap", "db")
 HTTP_KEYS = {"listen": _str, "port": _int(0, 65_535)}
 
@@ -153,6 +166,33 @@ def load_config(path: Path) -> tuple[Any, str, int]:
     return settings, http.get("listen", DEFAULT_LISTEN), http.get("port", DEFAULT_PORT)
 
 
+def load_oncall(path: Path) -> dict[str, str]:
+    """The on-call settings of a config that :func:`load_config` has already checked."""
+    data = yaml.safe_load(path.read_text())
+    return {k: data[k] for k in ONCALL_KEYS if k in data}
+
+
+def attach_oncall(service: Any, options: dict[str, str]) -> Any:
+    """Health and incidents on /metrics, incidents to Alertmanager when configured (dashboards/surface.py)."""
+    from fabricwatch.clock import WallClock
+    from fabricwatch.dashboards.alertmanager import AlertmanagerClient, Links
+    from fabricwatch.dashboards.surface import OncallSurface
+
+    processor, registry = service.processor, service.metrics.registry
+    alerts = None
+    if "alertmanager" in options:
+        links = Links(
+            **{k: v for k, v in (("grafana", options.get("grafana")), ("runbook_base", options.get("runbooks"))) if v}
+        )
+        alerts = AlertmanagerClient(
+            options["alertmanager"], processor.topology, clock=WallClock(), registry=registry, links=links
+        )
+    surface = OncallSurface(processor.topology, registry, alerts=alerts)
+    if processor.engine is not None:
+        processor.engine = surface.wrap(processor.engine)
+    return surface
+
+
 # --- HTTP --------------------------------------------------------------------------------------------
 
 
@@ -210,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings, listen, port = load_config(args.config)
     service = Service(settings)
+    surface = attach_oncall(service, load_oncall(args.config))
     try:
         server = ThreadingHTTPServer((listen, port), make_handler(service))
     except OSError as exc:
@@ -220,9 +261,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"fabricwatch serve: http://{listen}:{server.server_address[1]}/metrics /healthz /readyz", file=sys.stderr)
     stop = threading.Event()
     stop_on_signals(stop)
+    sender = surface.start(stop)
     try:
         service.run(stop)
     finally:
+        stop.set()
+        if sender is not None:  # its last flush sends what the final batch changed; bounded by the post timeout
+            sender.join(3 * surface.alerts.timeout_s)
         server.shutdown()
         server.server_close()
         service.close()
