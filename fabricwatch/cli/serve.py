@@ -16,6 +16,8 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     alertmanager: http://127.0.0.1:9093   # incidents go to Alertmanager's v2 API (dashboards/alertmanager.py)
     grafana: http://127.0.0.1:3000        # where alerts' dashboard links point
     runbooks: https://wiki/runbooks       # where alerts' runbook links point (+ /<runbook>)
+    clock: wall                           # or telemetry: detection time follows the data (a capture replayed
+                                          #   through serve at full speed still opens and resolves incidents)
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
 partition, incidents), ``/healthz`` (200 while the consumer loop polls; 503 when it has not polled for
@@ -73,6 +75,10 @@ def _url(v: Any) -> str | None:
     return None if ok else "must be an http:// or https:// URL"
 
 
+def _clock(v: Any) -> str | None:
+    return None if v in CLOCKS else f"must be one of {', '.join(CLOCKS)}"
+
+
 def _seconds(v: Any) -> str | None:
     ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
     return None if ok else "must be a number of seconds ≥ 0"
@@ -92,8 +98,10 @@ KEYS = {
     "alertmanager": _url,
     "grafana": _url,
     "runbooks": _url,
+    "clock": _clock,
 }
-ONCALL_KEYS = ("alertmanager", "grafana", "runbooks")
+ONCALL_KEYS = ("alertmanager", "grafana", "runbooks", "clock")
+CLOCKS = ("wall", "telemetry")
 REQUIRED = ("bootstrap", "db")
 HTTP_KEYS = {"listen": _str, "port": _int(0, 65_535)}
 
@@ -174,11 +182,13 @@ def load_oncall(path: Path) -> dict[str, str]:
 
 def attach_oncall(service: Any, options: dict[str, str]) -> Any:
     """Health and incidents on /metrics, incidents to Alertmanager when configured (dashboards/surface.py)."""
-    from fabricwatch.clock import WallClock
+    from fabricwatch.clock import VirtualClock, WallClock
     from fabricwatch.dashboards.alertmanager import AlertmanagerClient, Links
     from fabricwatch.dashboards.surface import OncallSurface
 
     processor, registry = service.processor, service.metrics.registry
+    if options.get("clock") == "telemetry":
+        processor.clock = VirtualClock()  # the processor moves it to each tick's time (stream/processor.py)
     alerts = None
     if "alertmanager" in options:
         links = Links(

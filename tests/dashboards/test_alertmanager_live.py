@@ -4,40 +4,19 @@ notification per incident, by severity, and none for an alert a switch incident 
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from fabricwatch import topology
 from fabricwatch.clock import WallClock
 from fabricwatch.dashboards.alertmanager import AlertmanagerClient
 from fabricwatch.incident import Incident
 from tests.dashboards.httpserver import Request, serving
-from tests.dashboards.tools import need
-
-ROOT = Path(__file__).resolve().parents[2]
-START_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what: str, done: Any, limit_s: float) -> None:
-    deadline = time.monotonic() + limit_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {limit_s:g} s for {what}")
-        time.sleep(0.2)
+from tests.dashboards.tools import alertmanager, wait_until
 
 
 def incident(ident: str, entity: str, where: str, severity: str, cause: str, now: float, **kw: Any) -> Incident:
@@ -56,7 +35,6 @@ def incident(ident: str, entity: str, where: str, severity: str, cause: str, now
 @pytest.mark.prometheus
 @pytest.mark.timeout(120)
 def test_one_firing_and_one_resolved_notification_per_incident(tmp_path: Path) -> None:
-    binary = need("prometheus-alertmanager")
     topo = topology.generate(128, rails=8, gpus_per_node=8)
     notifications: list[tuple[str, dict[str, Any]]] = []
 
@@ -65,85 +43,50 @@ def test_one_firing_and_one_resolved_notification_per_incident(tmp_path: Path) -
         notifications.append((request.path, request.json()))
         return 200, {}
 
-    with serving(webhook) as (hook, _):
-        config = yaml.safe_load((ROOT / "dashboards" / "alertmanager.yaml").read_text())
-        config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1h")
-        for receiver in config["receivers"]:
-            receiver["webhook_configs"][0]["url"] = f"{hook}/{receiver['name']}"
-        path = tmp_path / "alertmanager.yaml"
-        path.write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = (tmp_path / "alertmanager.log").open("w")
-        am = subprocess.Popen(
-            [binary, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            url = f"http://127.0.0.1:{port}"
+    with serving(webhook) as (hook, _), alertmanager(tmp_path, hook) as url:
+        clock = WallClock()
+        client = AlertmanagerClient(url, topo, clock=clock, resend_s=0.5)
+        now = clock.now()
+        host = next(link for link in topo.links if topo.port_device[link.b] == "leaf1-0")
+        gpu = topo.gpus[9]
+        opened = [
+            incident("inc-0001", "switch", "leaf0-0", "critical", "switch_fault", now, type="switch_fault"),
+            incident("inc-0002", "port", "leaf0-0:p03", "major", "transceiver_fault", now),  # under the switch
+            incident("inc-0003", "link", host.id, "warning", "connector_contamination", now, runbook="clean-connector"),
+            incident("inc-0004", "gpu", gpu, "major", "gpu_thermal", now, type="thermal"),
+        ]
+        assert client.notify(opened)
 
-            def ready() -> bool:
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                        return r.status == 200
-                except OSError:
-                    assert am.poll() is None, (tmp_path / "alertmanager.log").read_text()
-                    return False
+        def firing() -> Counter[str]:
+            return Counter(
+                a["labels"]["incident"] for _, n in notifications for a in n["alerts"] if a["status"] == "firing"
+            )
 
-            wait_until("Alertmanager to be ready", ready, START_S)
-            clock = WallClock()
-            client = AlertmanagerClient(url, topo, clock=clock, resend_s=0.5)
-            now = clock.now()
-            host = next(link for link in topo.links if topo.port_device[link.b] == "leaf1-0")
-            gpu = topo.gpus[9]
-            opened = [
-                incident("inc-0001", "switch", "leaf0-0", "critical", "switch_fault", now, type="switch_fault"),
-                incident("inc-0002", "port", "leaf0-0:p03", "major", "transceiver_fault", now),  # under the switch
-                incident(
-                    "inc-0003", "link", host.id, "warning", "connector_contamination", now, runbook="clean-connector"
-                ),
-                incident("inc-0004", "gpu", gpu, "major", "gpu_thermal", now, type="thermal"),
-            ]
-            assert client.notify(opened)
+        wait_until("3 firing notifications", lambda: len(firing()) == 3, 30)
+        for _ in range(6):  # re-sent while open: Alertmanager must not notify again
+            time.sleep(0.5)
+            assert client.sync()
+        assert firing() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}  # inc-0002 inhibited
+        paths = {a["labels"]["incident"]: p for p, n in notifications for a in n["alerts"]}
+        assert paths == {"inc-0001": "/page", "inc-0003": "/ticket", "inc-0004": "/page"}
+        first = next(a for _, n in notifications for a in n["alerts"] if a["labels"]["incident"] == "inc-0003")
+        assert first["annotations"]["runbook_url"].endswith("/runbooks/clean-connector")
+        assert first["annotations"]["summary"] == f"connector contamination on link {host.id} (warning)"
 
-            def firing() -> Counter[str]:
-                return Counter(
-                    a["labels"]["incident"] for _, n in notifications for a in n["alerts"] if a["status"] == "firing"
-                )
+        later = clock.now()
+        for inc in opened:
+            inc.status, inc.resolved_at = "resolved", later
+        assert client.notify(opened)
 
-            wait_until("3 firing notifications", lambda: len(firing()) == 3, 30)
-            for _ in range(6):  # re-sent while open: Alertmanager must not notify again
-                time.sleep(0.5)
-                assert client.sync()
-            assert firing() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}  # inc-0002 inhibited
-            paths = {a["labels"]["incident"]: p for p, n in notifications for a in n["alerts"]}
-            assert paths == {"inc-0001": "/page", "inc-0003": "/ticket", "inc-0004": "/page"}
-            first = next(a for _, n in notifications for a in n["alerts"] if a["labels"]["incident"] == "inc-0003")
-            assert first["annotations"]["runbook_url"].endswith("/runbooks/clean-connector")
-            assert first["annotations"]["summary"] == f"connector contamination on link {host.id} (warning)"
+        def resolved() -> Counter[str]:
+            return Counter(
+                a["labels"]["incident"] for _, n in notifications for a in n["alerts"] if a["status"] == "resolved"
+            )
 
-            later = clock.now()
-            for inc in opened:
-                inc.status, inc.resolved_at = "resolved", later
-            assert client.notify(opened)
-
-            def resolved() -> Counter[str]:
-                return Counter(
-                    a["labels"]["incident"] for _, n in notifications for a in n["alerts"] if a["status"] == "resolved"
-                )
-
-            wait_until("3 resolved notifications", lambda: len(resolved()) == 3, 30)
-            for _ in range(6):
-                time.sleep(0.5)
-                client.sync()
-            assert resolved() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}
-            assert firing() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}
-            assert all(len(n["alerts"]) == 1 for _, n in notifications)  # grouped by incident
-        finally:
-            am.terminate()
-            try:
-                am.wait(10)
-            except subprocess.TimeoutExpired:
-                am.kill()
-                am.wait(10)
-            log.close()
+        wait_until("3 resolved notifications", lambda: len(resolved()) == 3, 30)
+        for _ in range(6):
+            time.sleep(0.5)
+            client.sync()
+        assert resolved() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}
+        assert firing() == {"inc-0001": 1, "inc-0003": 1, "inc-0004": 1}
+        assert all(len(n["alerts"]) == 1 for _, n in notifications)  # grouped by incident

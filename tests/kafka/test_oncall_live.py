@@ -1,0 +1,105 @@
+"""Issue 11's integration test: a replayed incident runs through ``fabricwatch serve`` (real Kafka)
+while a real Prometheus scrapes it and a real Alertmanager (Debian packages, on 127.0.0.1) receives
+its incidents; the webhook receivers get exactly one firing and one resolved notification per incident."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from fabricwatch import topology
+from fabricwatch.collectors.sim.simulator import Simulator
+from fabricwatch.faults import parse_faults
+from fabricwatch.stream.keys import outgoing_batched
+from tests.dashboards.httpserver import Request, serving
+from tests.dashboards.tools import ROOT, alertmanager, free_port, http_ok, prometheus, wait_until
+from tests.kafka.helpers import produce_all, stop_process
+
+pytestmark = [pytest.mark.kafka, pytest.mark.prometheus, pytest.mark.slow]
+
+
+def promql(base: str, query: str) -> list[dict[str, Any]]:
+    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())["data"]["result"]
+
+
+@pytest.mark.timeout(300)
+def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path, processes) -> None:
+    topo = topology.generate(16, rails=8, gpus_per_node=8)
+    (tmp_path / "cluster.yaml").write_text(topo.to_yaml())
+    # a host link goes dark from t+60 to t+150: one incident, opened then resolved (~t+280)
+    faults = parse_faults([{"cause": "link_down", "link": "L00003", "start": 60, "end": 150}], topo, "test")
+    sim = Simulator(topo, faults, seed=3, interval=5.0)
+    scrapes = [sim.step() for _ in range(85)]  # t = 0 .. 420 s
+    notifications: list[dict[str, Any]] = []
+
+    def webhook(request: Request) -> tuple[int, Any]:
+        assert request.method == "POST" and request.path in ("/page", "/ticket"), request.path
+        notifications.append(request.json())
+        return 200, {}
+
+    def notified(status: str) -> Counter[str]:
+        return Counter(
+            a["labels"].get("incident", a["labels"]["alertname"])
+            for n in notifications
+            for a in n["alerts"]
+            if a["status"] == status
+        )
+
+    serve_port = free_port()
+    with (
+        serving(webhook) as (hook, _),
+        alertmanager(tmp_path, hook) as am,
+        prometheus(tmp_path, f"127.0.0.1:{serve_port}", am) as prom,
+    ):
+        config = tmp_path / "serve.yaml"
+        config.write_text(
+            f"bootstrap: {kafka.bootstrap}\ndb: serve.duckdb\ngroup: {kafka.group}\ntopology: cluster.yaml\n"
+            f"partitions: {kafka.partitions}\nhttp: {{listen: 127.0.0.1, port: {serve_port}}}\nalertmanager: {am}\n"
+            "clock: telemetry\n"
+        )
+        log = (tmp_path / "serve.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fabricwatch", "serve", "--config", str(config)],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        processes.append(proc)
+        try:
+            wait_until("serve's /healthz", lambda: http_ok(f"http://127.0.0.1:{serve_port}/healthz"), 60)
+            # the fault's first 130 s: the incident opens and pages
+            produce_all(kafka.bootstrap, [r for s in scrapes[:27] for r in outgoing_batched(s, topo)])
+            wait_until("a firing notification", lambda: notified("firing"), 90)
+            wait_until(
+                "Prometheus to scrape the incident",
+                lambda: [r["metric"]["location"] for r in promql(prom, "fabricwatch_incident_active")] == ["L00003"],
+                30,
+            )
+            assert promql(prom, 'up{job="fabricwatch"}')[0]["value"][1] == "1"
+            assert promql(prom, 'fabricwatch_link_up{link="L00003"}')[0]["value"][1] == "0"
+            # the rest: the link comes back, the incident resolves and stops being exported
+            produce_all(kafka.bootstrap, [r for s in scrapes[27:] for r in outgoing_batched(s, topo)])
+            wait_until("a resolved notification", lambda: notified("resolved"), 90)
+            wait_until("the incident to leave /metrics", lambda: not promql(prom, "fabricwatch_incident_active"), 30)
+        finally:
+            assert stop_process(proc, 30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
+            log.close()
+
+    con = duckdb.connect(str(tmp_path / "serve.duckdb"), read_only=True)
+    try:
+        incidents = [r[0] for r in con.execute("SELECT id FROM incidents ORDER BY id").fetchall()]
+    finally:
+        con.close()
+    assert incidents == ["inc-0001"]
+    # exactly one firing and one resolved notification per incident; nothing else paged or ticketed
+    assert notified("firing") == {"inc-0001": 1} and notified("resolved") == {"inc-0001": 1}
