@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -16,9 +17,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from fabricwatch import topology
 from fabricwatch.collectors.sim.simulator import Simulator
+from fabricwatch.dashboards import grafana
 from fabricwatch.faults import parse_faults
 from fabricwatch.stream.keys import outgoing_batched
 from tests.dashboards.httpserver import Request, serving
@@ -26,6 +29,16 @@ from tests.dashboards.tools import ROOT, alertmanager, free_port, http_ok, prome
 from tests.kafka.helpers import produce_all, stop_process
 
 pytestmark = [pytest.mark.kafka, pytest.mark.prometheus, pytest.mark.slow]
+
+
+def queried_metrics() -> set[str]:
+    """Every fabricwatch metric the dashboards, the Grafana rules and the Prometheus rules query."""
+    texts = [json.dumps(grafana.dashboards()), json.dumps(grafana.to_json(grafana.alert_rule_group()))]
+    texts.append((ROOT / "dashboards" / "prometheus-rules.yaml").read_text())
+    return {m for t in texts for m in re.findall(r"\bfabricwatch_[a-z_]+[a-z]", t)} - NOT_METRICS
+
+
+NOT_METRICS = {"fabricwatch_incidents"}  # a word in a description, not a metric
 
 
 def promql(base: str, query: str) -> list[dict[str, Any]]:
@@ -86,6 +99,11 @@ def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path,
                 30,
             )
             assert promql(prom, 'up{job="fabricwatch"}')[0]["value"][1] == "1"
+            # every metric a dashboard or a rule queries is in serve's real scrape
+            with urllib.request.urlopen(f"http://127.0.0.1:{serve_port}/metrics", timeout=10) as r:
+                scraped = {f.name for f in text_string_to_metric_families(r.read().decode())}
+            scraped |= {f"{n}{suffix}" for n in scraped for suffix in ("_total", "_bucket", "_sum", "_count")}
+            assert queried_metrics() - scraped == set()
             assert promql(prom, 'fabricwatch_link_up{link="L00003"}')[0]["value"][1] == "0"
             # the rest: the link comes back, the incident resolves and stops being exported
             produce_all(kafka.bootstrap, [r for s in scrapes[27:] for r in outgoing_batched(s, topo)])
