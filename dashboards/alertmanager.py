@@ -4,11 +4,13 @@ One incident is one alert: ``alertname="FabricwatchIncident"`` with the incident
 topology labels Alertmanager's inhibition needs (the switch a port or link hangs off, the GPU's
 cooling loop, ...), and annotations an engineer reads at 3 a.m.: summary, evidence, runbook link and
 dashboard link. A firing alert is sent when the incident opens or changes and re-sent every
-``resend_s`` (Alertmanager resolves an alert it has not heard of for ``resolve_timeout``); a resolved
-incident is sent with ``endsAt`` and repeated for ``resolved_resend_s``, as Prometheus does, so a
-notification lost on the way is healed. Folded symptoms are part of their incident, never alerts.
+``resend_s`` (Alertmanager resolves an alert it has not heard of for ``resolve_timeout``). When an
+incident's labels change (its severity escalates) the old label set is ended, so one incident is
+never two firing alerts. A resolved incident is sent with ``endsAt`` and repeated for
+``resolved_resend_s``, as Prometheus does, so a notification lost on the way is healed. Folded
+symptoms are part of their incident, never alerts.
 
-Grouping by incident, routing by severity and inhibition live in ``dashboards/alertmanager.yml``.
+Grouping by incident, routing by severity and inhibition live in ``dashboards/alertmanager.yaml``.
 """
 
 from __future__ import annotations
@@ -185,6 +187,8 @@ class AlertmanagerClient:
         self.resolved_resend_s = resolved_resend_s
         self._open: dict[str, Incident] = {}
         self._resolved: dict[str, tuple[Incident, float]] = {}  # id → (incident, resolved at, clock time)
+        self._labels: dict[str, dict[str, str]] = {}  # id → the label set last sent firing
+        self._retired: list[dict[str, Any]] = []  # label sets an incident left: sent once as ended
         self._last_sent: float | None = None
         self._failing = False
         r = registry or CollectorRegistry()
@@ -204,9 +208,15 @@ class AlertmanagerClient:
         for inc in changed:
             if inc.status == "resolved":
                 self._open.pop(inc.id, None)
+                self._labels.pop(inc.id, None)
                 self._resolved[inc.id] = (inc, now)
             else:
                 self._open[inc.id] = inc
+                labels = alert_of(inc, self.topology, self.links)["labels"]
+                old = self._labels.get(inc.id)
+                if old is not None and old != labels:  # e.g. escalated: the old alert ends, the new one fires
+                    self._retired.append({"labels": old, "endsAt": rfc3339(now)})
+                self._labels[inc.id] = labels
             batch.append(inc)
         return self._post(batch) if batch else True
 
@@ -223,6 +233,7 @@ class AlertmanagerClient:
 
     def _post(self, incidents: list[Incident]) -> bool:
         alerts = [alert_of(inc, self.topology, self.links) for inc in sorted(incidents, key=lambda i: i.id)]
+        alerts += self._retired
         try:
             post_alerts(self.endpoint, alerts, self.timeout_s)
         except AlertmanagerError as exc:
@@ -234,6 +245,7 @@ class AlertmanagerClient:
         if self._failing:
             log.info("Alertmanager at %s takes alerts again", self.endpoint)
         self._failing = False
+        self._retired = []
         self._last_sent = self.clock.now()
         for a in alerts:
             self.sent.labels("resolved" if "endsAt" in a else "firing").inc()

@@ -166,3 +166,20 @@ def test_a_refusing_or_absent_alertmanager_is_counted_and_retried(
         closed = s.getsockname()[1]
     client = AlertmanagerClient(f"http://127.0.0.1:{closed}", topo, clock=clock, timeout_s=2)
     assert not client.notify([incident()])
+
+
+def test_an_escalated_incident_ends_its_old_alert(topo: topology.Topology) -> None:
+    """Severity is a label: escalating would leave the minor alert firing beside the major one."""
+    clock = VirtualClock(T0 + 200)
+    with serving(check_postable_alerts) as (url, server):
+        client = AlertmanagerClient(url, topo, clock=clock)
+        assert client.notify([incident(severity="minor")])
+        assert client.notify([incident(severity="minor")])  # an update that changes no label: nothing ends
+        assert all("endsAt" not in a for r in server.requests for a in r.json())
+        assert client.notify([incident(severity="major")])
+        sent = {(a["labels"]["severity"], "endsAt" in a) for a in server.requests[-1].json()}
+        assert sent == {("major", False), ("minor", True)}
+        assert server.requests[-1].json()[1]["endsAt"] == "2025-11-29T07:10:00.000Z"
+        assert client.notify([incident(severity="major")])
+        assert [a["labels"]["severity"] for a in server.requests[-1].json()] == ["major"]  # ended once
+        assert server.problems == []
