@@ -24,8 +24,8 @@ from fabricwatch.incident import SEVERITIES, Incident
 from fabricwatch.topology import Topology
 
 MAX_INCIDENT_SERIES = 500  # beyond this many open incidents the most severe, then oldest, are exported
-FOCUS_WORST_LINKS = 8  # lanes are exported for the links of open incidents plus this many worst by margin
-MAX_FOCUS_LINKS = 32
+FOCUS_WORST_LINKS = 4  # lanes are exported for the links of open incidents plus this many worst by margin
+MAX_FOCUS_LINKS = 16
 MAX_LANES_PER_PORT = 8
 INCIDENT_LABELS = ("incident", "type", "cause", "severity", "entity", "location")
 LATENCY_BUCKETS = (5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600)

@@ -171,7 +171,7 @@ def link_detail() -> db.Dashboard:
                 "Rx power per lane",
                 "dBm",
                 _q(f"fabricwatch_lane_rx_power_dbm{{{sel}}}", "{{port}} lane {{lane}}"),
-                desc="Per lane for links in focus: those of open incidents and the 8 worst by margin.",
+                desc="Per lane for links in focus: those of open incidents and the 4 worst by margin.",
             )
         )
         .with_panel(

@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -24,6 +23,7 @@ from fabricwatch.collectors.sim.simulator import Simulator
 from fabricwatch.dashboards import grafana
 from fabricwatch.faults import parse_faults
 from fabricwatch.stream.keys import outgoing_batched
+from fabricwatch.stream.segments import open_forensic
 from tests.dashboards.httpserver import Request, serving
 from tests.dashboards.tools import ROOT, alertmanager, free_port, http_ok, prometheus, wait_until
 from tests.kafka.helpers import produce_all, stop_process
@@ -113,11 +113,14 @@ def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path,
             assert stop_process(proc, 30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
             log.close()
 
-    con = duckdb.connect(str(tmp_path / "serve.duckdb"), read_only=True)
+    con = open_forensic(tmp_path / "serve.duckdb").con  # the hot file and any sealed segments
     try:
         incidents = [r[0] for r in con.execute("SELECT id FROM incidents ORDER BY id").fetchall()]
+        symptoms = con.execute("SELECT DISTINCT symptom, id FROM findings ORDER BY ALL").fetchall()
     finally:
         con.close()
     assert incidents == ["inc-0001"]
+    # the detectors saw several symptoms (link down and loss of light, at both ends): folded into one page
+    assert len(symptoms) >= 3, symptoms
     # exactly one firing and one resolved notification per incident; nothing else paged or ticketed
     assert notified("firing") == {"inc-0001": 1} and notified("resolved") == {"inc-0001": 1}
