@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     push.add_argument("--url", required=True, help="Grafana's base URL, e.g. http://127.0.0.1:3000")
     push.add_argument("--incidents", type=Path, metavar="FILE", help="incidents to annotate (JSON array or lines)")
+    push.add_argument("--db", type=Path, metavar="FILE", help="or the incidents of a fabricwatch DuckDB file")
     push.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per request (default 10)")
     push.set_defaults(run=run_push)
 
@@ -77,12 +78,39 @@ def load_incidents(path: Path) -> list[Incident]:
     return incidents
 
 
+def incidents_of_db(db: Path) -> list[Incident]:
+    """The incidents table of a DuckDB file (read-only; sealed segments while a processor writes it)."""
+    import duckdb
+
+    from fabricwatch.stream.segments import open_forensic
+
+    if not db.exists():
+        raise InputError("--db", f"{db}: no such file")
+    try:
+        con = open_forensic(db).con
+        rows = con.execute(
+            "SELECT id, type, cause, location_entity, location_id, severity, epoch(first_seen), epoch(detected_at), "
+            "epoch(resolved_at), evidence, symptoms, runbook, status FROM incidents ORDER BY id"
+        ).fetchall()
+        con.close()
+    except duckdb.Error as exc:
+        raise InputError("--db", f"cannot read incidents from {db}: {str(exc).splitlines()[0]}") from None
+    return [
+        Incident(
+            i, t, c, {"entity": e, "id": loc}, sev, first, det, res, json.loads(ev or "[]"), list(sym or []), rb, st
+        )
+        for i, t, c, e, loc, sev, first, det, res, ev, sym, rb, st in rows
+    ]
+
+
 def run_push(args: argparse.Namespace) -> int:
     from grafana_client import GrafanaApi
 
     from fabricwatch.dashboards.push import TOKEN_ENV, Pusher
 
-    incidents = load_incidents(args.incidents) if args.incidents else []
+    if args.incidents and args.db:
+        raise InputError("--db", "give --incidents or --db, not both")
+    incidents = load_incidents(args.incidents) if args.incidents else incidents_of_db(args.db) if args.db else []
     token = next((os.environ[k] for k in TOKEN_ENV if os.environ.get(k)), None)
     if token is None and "@" not in args.url.split("//", 1)[-1].split("/", 1)[0]:
         raise InputError("--url", f"no Grafana credentials: set {TOKEN_ENV[0]} to an API token")

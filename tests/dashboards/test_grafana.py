@@ -221,6 +221,23 @@ def test_push_uploads_everything_once_and_updates_on_a_second_push(
     assert "dashboard fabricwatch-link" in out.err
 
 
+def test_push_annotates_the_incidents_of_a_duckdb_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fabricwatch.replay.run import replay
+
+    db = tmp_path / "fw.duckdb"
+    replay(Path(__file__).resolve().parents[2] / "replay/library/connector-contamination-4db.jsonl.gz", db=db)
+    monkeypatch.setenv("FABRICWATCH_GRAFANA_TOKEN", "t0k3n")
+    fake = FakeGrafana("t0k3n")
+    with serving(fake) as (url, server):
+        assert main(["dashboards", "push", "--url", url, "--db", str(db)]) == 0, capsys.readouterr().err
+        assert server.problems == []
+    (note,) = fake.annotations.values()
+    assert note["tags"][:2] == ["fabricwatch", "inc-0001"] and note["time"] == 1764400090000
+    assert "connector_contamination on link L00005" in note["text"]
+
+
 def test_push_fails_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
