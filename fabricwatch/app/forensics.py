@@ -146,13 +146,15 @@ def _in(values: list[str]) -> str:
 
 
 def top(con: duckdb.DuckDBPyConnection, by: str, start: float, end: float, limit: int) -> pd.DataFrame:
-    """The worst entities over [start, end]: ports by corruption ratio (CRC errors over frames, frames
-    from bytes / 4096 when the source has no packet counter) or by rx margin to the module's own low
-    alarm; GPUs by temperature."""
+    """The worst entities over [start, end]: ports by corruption ratio (CRC errors over frames received,
+    frames from bytes / 4096, the RoCEv2 MTU, when the source has no packet counter) or by rx margin to
+    the module's own low alarm; GPUs by temperature. Counter increases are max − min over the range
+    (a counter that restarted inside it reads low)."""
     if by == "corruption":
         sql = (
             "SELECT port, max(rx_crc_errors_total) - min(rx_crc_errors_total) AS crc_errors, "
-            "(max(rx_bytes_total) - min(rx_bytes_total)) / 4096 AS frames, "
+            "coalesce(max(rx_packets_total) - min(rx_packets_total), "
+            "(max(rx_bytes_total) - min(rx_bytes_total)) / 4096) AS frames, "
             "crc_errors / nullif(frames + crc_errors, 0) AS corruption_ratio FROM port "
             "WHERE epoch(ts) BETWEEN ? AND ? GROUP BY port ORDER BY corruption_ratio DESC NULLS LAST, port LIMIT ?"
         )
