@@ -36,7 +36,7 @@ def median_ms(fn) -> float:
     return statistics.median(times)
 
 
-def options_from(args: list[str]) -> Options:
+def options_from(cls: type, args: list[str]) -> Options:
     extra: dict = {}
     host = "node007"
     it = iter(args)
@@ -44,10 +44,10 @@ def options_from(args: list[str]) -> Options:
         if a == "--host":
             host = next(it)
         elif a == "--iface":
-            extra["iface"] = [next(it)]
+            extra["iface"] = (next(it),)
         elif a == "--port-style":
             extra["port_style"] = next(it)
-    return Options(host=host, extra={"host_given": True, **extra})
+    return Options.from_config(cls.Config(host=host, **extra))
 
 
 def leaf_notifications(ports: int = 128, lanes: int = 4) -> str:
@@ -107,7 +107,7 @@ def main() -> None:
         entries = [p for p in case.iterdir() if p.name not in ("case.yaml", "expected.jsonl")]
         path = case / spec["input"] if "input" in spec else entries[0]
         cls = source_class(case.parent.name)
-        opts = options_from(spec.get("args", []))
+        opts = options_from(cls, spec.get("args", []))
         ms = median_ms(lambda cls=cls, path=path, opts=opts: cls.parse_saved(path, opts, 1764400000.0))
         print(f"{case.parent.name + '/' + case.name:58s} {ms:10.3f}")
     text = leaf_notifications()

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fabricwatch.collectors import fetch
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -111,8 +111,13 @@ def _index(gpu: str) -> tuple[int, str]:
     return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
 
 
+class DcgmConfig(ToolConfig):
+    url: str = "http://localhost:9400/metrics"  # dcgm-exporter's default endpoint
+
+
 class DcgmSource(ToolSource):
     name: ClassVar[str] = "dcgm"
+    Config = DcgmConfig
     saved_input = "a dcgm-exporter /metrics page"
 
     @classmethod
@@ -123,11 +128,11 @@ class DcgmSource(ToolSource):
 
     @classmethod
     def parse_saved(cls, path: Path, opts: Options, ts: float) -> list[Message]:
-        host = opts.host if opts.get("host_given") else None
+        host = opts.host if opts.host_given else None
         return parse_metrics(read_saved(path, cls.name), host, opts.host, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        url = self.opts.get("url", "http://localhost:9400/metrics")
+        url = self.opts.config.url
         text = fetch.http_get(url, self.opts.timeout_s, f"{self.name} {url}")
-        host = self.opts.host if self.opts.get("host_given") else None
+        host = self.opts.host if self.opts.host_given else None
         return parse_metrics(text, host, self.opts.host, now, f"{self.name} {url}")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+import msgspec
 
 from fabricwatch.collectors import ethtool_module, ethtool_stats, fetch
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import messages
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -40,8 +42,17 @@ def merge_port_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
+class EthtoolConfig(ToolConfig):
+    iface: tuple[str, ...] = ()  # interfaces to read
+    ethtool: str = "ethtool"  # the ethtool binary
+    module_json: bool = False  # run 'ethtool --json -m' (ethtool ≥ 6.9)
+    no_stats: bool = False  # skip ethtool -S and the link settings
+    lanes: Annotated[int, msgspec.Meta(ge=1)] | None = None  # lanes the modules use (None: as printed)
+
+
 class EthtoolSource(ToolSource):
     name: ClassVar[str] = "ethtool"
+    Config = EthtoolConfig
     saved_input = "ethtool -m, ethtool --json -m, ethtool -S or ethtool IFACE output (give --iface)"
 
     @classmethod
@@ -56,21 +67,21 @@ class EthtoolSource(ToolSource):
 
     @classmethod
     def parse_saved(cls, path: Path, opts: Options, ts: float) -> list[Message]:
-        ifaces = opts.get("iface") or []
+        ifaces = opts.config.iface
         text = read_saved(path, cls.name)
         iface = ifaces[0] if ifaces else ethtool_stats.link_iface(text)
         if not iface:
             raise InputError(f"{cls.name} {path}", "this output does not name its interface: give --iface")
         port = opts.port_map.host_port(opts.host, iface)
-        return messages(opts.host, ts, parse_output(text, port, opts.get("lanes"), f"{cls.name} {path}"))
+        return messages(opts.host, ts, parse_output(text, port, opts.config.lanes, f"{cls.name} {path}"))
 
     def scrape_live(self, now: float) -> list[Message]:
-        ifaces = self.opts.get("iface") or []
+        ifaces = self.opts.config.iface
         if not ifaces:
             raise fetch.ScrapeError(self.name, "no --iface given", "io")
-        tool = self.opts.get("ethtool", "ethtool")
-        commands = [["--json", "-m"] if self.opts.get("module_json") else ["-m"]]
-        if not self.opts.get("no_stats"):
+        tool = self.opts.config.ethtool
+        commands = [["--json", "-m"] if self.opts.config.module_json else ["-m"]]
+        if not self.opts.config.no_stats:
             commands += [["-S"], []]
         by_kind: dict[str, list[dict[str, Any]]] = {"optical": [], "module": [], "port": []}
         errors: list[InputError] = []
@@ -81,7 +92,7 @@ class EthtoolSource(ToolSource):
                 place = f"{self.name} {' '.join(argv[1:])}"
                 try:
                     text = fetch.run(argv, self.opts.timeout_s, place)
-                    for kind, rows in parse_output(text, port, self.opts.get("lanes"), place).items():
+                    for kind, rows in parse_output(text, port, self.opts.config.lanes, place).items():
                         by_kind[kind] += rows
                 except InputError as exc:
                     errors.append(exc)

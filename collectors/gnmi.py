@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 from fabricwatch.collectors import fetch
 from fabricwatch.collectors.gnmi_json import Leaf, leaves
 from fabricwatch.collectors.portmap import STYLES, PortMap
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import clean_text, integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -329,8 +329,23 @@ def parse_json(text: str, device: str | None, fallback: str, port_map: PortMap, 
     return messages(dev, ts, rows)
 
 
+class GnmiConfig(ToolConfig):
+    target: str | None = None  # the switch's gNMI address HOST:PORT (gnmic -a)
+    gnmic: str = "gnmic"  # the gnmic binary
+    gnmi_path: tuple[str, ...] = ()  # paths to get (empty: DEFAULT_PATHS)
+    skip_verify: bool = False  # gnmic --skip-verify (TLS without checks)
+    insecure: bool = False  # gnmic --insecure (no TLS)
+    port_style: str = "generic"  # how to number EthernetA/B names (one of STYLES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.port_style not in STYLES:
+            raise ValueError(f"port_style must be one of {', '.join(STYLES)}, not {self.port_style!r}")
+
+
 class GnmiSource(ToolSource):
     name: ClassVar[str] = "gnmi"
+    Config = GnmiConfig
     saved_input = "gNMI notifications or gnmic output (JSON, JSON Lines or gnmic event format)"
 
     @classmethod
@@ -346,24 +361,24 @@ class GnmiSource(ToolSource):
 
     @classmethod
     def parse_saved(cls, path: Path, opts: Options, ts: float) -> list[Message]:
-        device = opts.host if opts.get("host_given") else None
-        style = opts.get("port_style", "generic")
+        device = opts.host if opts.host_given else None
+        style = opts.config.port_style
         text = read_saved(path, cls.name)
         return parse_json(text, device, opts.host, opts.port_map, style, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        target = self.opts.get("target")
+        target = self.opts.config.target
         if not target:
             raise InputError(self.name, "give --target HOST:PORT (or --file)")
-        argv = [self.opts.get("gnmic", "gnmic"), "-a", target, "--format", "json"]
-        if self.opts.get("skip_verify"):
+        argv = [self.opts.config.gnmic, "-a", target, "--format", "json"]
+        if self.opts.config.skip_verify:
             argv.append("--skip-verify")
-        if self.opts.get("insecure"):
+        if self.opts.config.insecure:
             argv.append("--insecure")
         argv.append("get")
-        for p in self.opts.get("gnmi_path") or DEFAULT_PATHS:
+        for p in self.opts.config.gnmi_path or DEFAULT_PATHS:
             argv += ["--path", p]
         text = fetch.run(argv, self.opts.timeout_s, f"{self.name} {target}")
-        device = self.opts.host if self.opts.get("host_given") else target.rsplit(":", 1)[0]
-        style = self.opts.get("port_style", "generic")
+        device = self.opts.host if self.opts.host_given else target.rsplit(":", 1)[0]
+        style = self.opts.config.port_style
         return parse_json(text, device, self.opts.host, self.opts.port_map, style, now, f"{self.name} {target}")

@@ -23,11 +23,11 @@ import argparse
 import re
 import shlex
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from fabricwatch.collectors import fetch
 from fabricwatch.collectors.portmap import PortMap
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -109,8 +109,14 @@ def parse_text(text: str, host: str, port_map: PortMap, node_type: str, ts: floa
     raise InputError(place, "not perfquery -x nor ibswinfo output")
 
 
+class IbToolsConfig(ToolConfig):
+    tool_command: str | None = None  # e.g. 'perfquery -x -a' (--command), run without a shell
+    node_type: Literal["switch", "ca"] = "switch"  # what perfquery reads
+
+
 class IbToolsSource(ToolSource):
     name: ClassVar[str] = "ibtools"
+    Config = IbToolsConfig
     saved_input = "perfquery -x or ibswinfo output"
 
     @classmethod
@@ -126,12 +132,12 @@ class IbToolsSource(ToolSource):
     @classmethod
     def parse_saved(cls, path: Path, opts: Options, ts: float) -> list[Message]:
         text = read_saved(path, cls.name)
-        return parse_text(text, opts.host, opts.port_map, opts.get("node_type", "switch"), ts, f"{cls.name} {path}")
+        return parse_text(text, opts.host, opts.port_map, opts.config.node_type, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        command = self.opts.get("tool_command")
+        command = self.opts.config.tool_command
         if not command:
             raise InputError(self.name, "give --command (or --file)")
         text = fetch.run(shlex.split(command), self.opts.timeout_s, self.name)
-        node_type = self.opts.get("node_type", "switch")
+        node_type = self.opts.config.node_type
         return parse_text(text, self.opts.host, self.opts.port_map, node_type, now, self.name)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from fabricwatch.collectors import fetch
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -145,8 +145,13 @@ def parse_xml(text: str, host: str, ts: float, place: str = "nvidia-smi") -> lis
     return messages(host, ts, {"gpu": rows})
 
 
+class NvidiaSmiConfig(ToolConfig):
+    nvidia_smi: str = "nvidia-smi"  # the nvidia-smi binary
+
+
 class NvidiaSmiSource(ToolSource):
     name: ClassVar[str] = "nvidia-smi"
+    Config = NvidiaSmiConfig
     saved_input = "nvidia-smi -q -x output (XML)"
 
     @classmethod
@@ -158,6 +163,6 @@ class NvidiaSmiSource(ToolSource):
         return parse_xml(read_saved(path, cls.name), opts.host, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        argv = [self.opts.get("nvidia_smi", "nvidia-smi"), "-q", "-x"]
+        argv = [self.opts.config.nvidia_smi, "-q", "-x"]
         text = fetch.run(argv, self.opts.timeout_s, self.name)
         return parse_xml(text, self.opts.host, now, self.name)

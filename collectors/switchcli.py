@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from fabricwatch.collectors import fetch
 from fabricwatch.collectors.ethtool_module import media_name
 from fabricwatch.collectors.portmap import PortMap, canonical_ifname
-from fabricwatch.collectors.toolsource import Options, ToolSource, read_saved
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource, read_saved
 from fabricwatch.collectors.values import clean_text, integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -217,8 +217,13 @@ def parse_text(text: str, device: str, port_map: PortMap, ts: float, place: str)
     return messages(device, ts, mods.rows(device, port_map, style))
 
 
+class SwitchCliConfig(ToolConfig):
+    tool_command: str | None = None  # command printing the table (--command), run without a shell
+
+
 class SwitchCliSource(ToolSource):
     name: ClassVar[str] = "switchcli"
+    Config = SwitchCliConfig
     saved_input = "EOS 'show interfaces transceiver [detail|hardware]' or NX-OS 'show interface transceiver'"
 
     @classmethod
@@ -235,7 +240,7 @@ class SwitchCliSource(ToolSource):
         return parse_text(read_saved(path, cls.name), opts.host, opts.port_map, ts, f"{cls.name} {path}")
 
     def scrape_live(self, now: float) -> list[Message]:
-        command = self.opts.get("tool_command")
+        command = self.opts.config.tool_command
         if not command:
             raise InputError(self.name, "give --command (or --file)")
         text = fetch.run(shlex.split(command), self.opts.timeout_s, self.name)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fabricwatch.collectors.portmap import PortMap
-from fabricwatch.collectors.toolsource import Options, ToolSource
+from fabricwatch.collectors.toolsource import Options, ToolConfig, ToolSource
 from fabricwatch.collectors.values import integer, messages, number
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
@@ -144,8 +144,13 @@ def parse_tree(root: Path, host: str, port_map: PortMap, ts: float) -> list[Mess
     return messages(host, ts, {"port": list(rows.values())})
 
 
+class SysfsConfig(ToolConfig):
+    sysfs_root: Path = Path("/sys")  # where to read /sys from (a copy, in tests)
+
+
 class SysfsSource(ToolSource):
     name: ClassVar[str] = "sysfs"
+    Config = SysfsConfig
     saved_input = "a sysfs root folder (/, /sys, /sys/class or a copy of /sys/class/infiniband)"
 
     @classmethod
@@ -157,4 +162,4 @@ class SysfsSource(ToolSource):
         return parse_tree(Path(path), opts.host, opts.port_map, ts)
 
     def scrape_live(self, now: float) -> list[Message]:
-        return parse_tree(Path(self.opts.get("sysfs_root", "/sys")), self.opts.host, self.opts.port_map, now)
+        return parse_tree(self.opts.config.sysfs_root, self.opts.host, self.opts.port_map, now)

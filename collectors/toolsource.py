@@ -4,52 +4,58 @@
 ``fabricwatch parse`` runs and what the golden tests check. ``scrape`` fetches the same text live
 (running the tool, or GET-ing a URL) and hands it to the same parser, or re-reads ``--file`` when the
 output is produced by something else. Options common to all sources (``--host``, ``--port-map``,
-``--timeout``, ``--file``) are added by the ``collect`` and ``parse`` commands; a source adds its own.
+``--timeout``, ``--file``) are added by the ``collect`` and ``parse`` commands; a source adds its own
+as fields of its ``Config`` (a :class:`ToolConfig`), read typed as ``opts.config.<field>``.
 """
 
 from __future__ import annotations
 
-import argparse
 import socket
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from fabricwatch.collectors import fetch, portmap
-from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.base import Source, SourceConfig
 from fabricwatch.collectors.portmap import PortMap
 from fabricwatch.schema import Message
 
 DEFAULT_TIMEOUT_S = 10.0
 
 
+class ToolConfig(SourceConfig):
+    """What every tool source is told: whose data it is, how to name ports, how long a tool may take."""
+
+    host: str | None = None  # the host (or switch) the data is from; None: this machine's hostname
+    port_map: Path | None = None  # YAML interface → port id map (collectors/portmap.py)
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = DEFAULT_TIMEOUT_S  # seconds a tool may take
+    file: Path | None = None  # re-read this saved output instead of running the tool
+
+
 @dataclass(frozen=True)
 class Options:
-    """What every source is told: whose data it is, how to name ports, how long a tool may take."""
+    """A tool source's runtime settings: its config with the host resolved and the port map read."""
 
     host: str
     port_map: PortMap = field(default_factory=PortMap)
     timeout_s: float = DEFAULT_TIMEOUT_S
     file: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # the source's own options
-
-    def get(self, name: str, default: Any = None) -> Any:
-        value = self.extra.get(name)
-        return default if value is None else value
+    host_given: bool = False  # the host was named (not this machine's hostname)
+    config: ToolConfig = field(default_factory=ToolConfig)  # the source's own typed options
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Options:
+    def from_config(cls, config: ToolConfig) -> Options:
         """Built once at start-up; the port map file is read (and checked) here, not per scrape."""
-        common = {"host", "port_map", "timeout", "file"}
-        extra = {k: v for k, v in vars(args).items() if k not in common}
-        extra["host_given"] = bool(getattr(args, "host", None))
         return cls(
-            host=getattr(args, "host", None) or socket.gethostname(),
-            port_map=portmap.load(getattr(args, "port_map", None)),
-            timeout_s=getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S,
-            file=getattr(args, "file", None),
-            extra=extra,
+            host=config.host or socket.gethostname(),
+            port_map=portmap.load(config.port_map),
+            timeout_s=config.timeout_s,
+            file=config.file,
+            host_given=bool(config.host),
+            config=config,
         )
 
 
@@ -57,6 +63,7 @@ class ToolSource(Source):
     """A source made of a pure parser and the I/O that feeds it."""
 
     name: ClassVar[str]
+    Config: ClassVar[type[ToolConfig]] = ToolConfig
     #: what ``fabricwatch parse --source NAME PATH`` expects PATH to be (shown in --help)
     saved_input: ClassVar[str] = "a saved tool output"
 
@@ -64,8 +71,10 @@ class ToolSource(Source):
         self.opts = opts
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> ToolSource:
-        return cls(Options.from_args(args))
+    def build(cls, config: SourceConfig) -> ToolSource:
+        if not isinstance(config, cls.Config):
+            raise TypeError(f"{cls.name} takes a {cls.__name__}.Config, not {type(config).__name__}")
+        return cls(Options.from_config(config))
 
     @classmethod
     @abstractmethod

@@ -20,6 +20,7 @@ from fabricwatch.detectors.gpu_temp import THERMAL_MASK
 from fabricwatch.records import Window
 from fabricwatch.topology import Link, Topology
 
+MTU_BYTES = 4096  # RoCEv2 MTU: frames from bytes when a source counts no packets (as detectors/packet_loss.py)
 GPU_HOT_C = 85.0  # the seeds' rule (GPU ≥ 85 °C); headroom is measured to it (detectors/config.py gpu_hot_c)
 
 
@@ -60,7 +61,7 @@ def summarise(window: Window, config: EngineConfig | None = None, gpu_hot_c: flo
     links = _links(topo, lanes, ports)
     gpus = _gpus(window, cfg, topo, lanes)
     loops = _loops(gpus, gpu_hot_c)
-    sw = recent(window, "switch", cfg)
+    sw = recent(window, "switch", cfg.recent_s)
     switches = pd.DataFrame(
         {"asic_temperature_c": _series(sw, sw.last("asic_temp_c"))}
         if sw.n
@@ -72,7 +73,7 @@ def summarise(window: Window, config: EngineConfig | None = None, gpu_hot_c: flo
 
 
 def _lanes(window: Window, cfg: EngineConfig, topo: Topology) -> pd.DataFrame:
-    opt = recent(window, "optical", cfg)
+    opt = recent(window, "optical", cfg.recent_s)
     if not opt.n:
         return pd.DataFrame(
             {"link": [], "rx_power_dbm": [], "tx_power_dbm": [], "margin_db": [], "module_temperature_c": []},
@@ -97,7 +98,7 @@ def _lanes(window: Window, cfg: EngineConfig, topo: Topology) -> pd.DataFrame:
 
 
 def _ports(window: Window, cfg: EngineConfig, topo: Topology) -> pd.DataFrame:
-    port = recent(window, "port", cfg)
+    port = recent(window, "port", cfg.recent_s)
     index = pd.Index(sorted(topo.ports), name="port")
     if not port.n:
         cols = ("queue_depth_bytes", "ecn_marked_per_s", "pause_sent_per_s", "ber", "lost", "frames", "up")
@@ -107,7 +108,7 @@ def _ports(window: Window, cfg: EngineConfig, topo: Topology) -> pd.DataFrame:
         if port.has("rx_packets_total"):
             frames = port.increase("rx_packets_total").total
         else:
-            frames = port.increase("rx_bytes_total").total / cfg.mtu_bytes
+            frames = port.increase("rx_bytes_total").total / MTU_BYTES
         frame = pd.DataFrame(
             {
                 "queue_depth_bytes": port.max("queue_depth_bytes"),
@@ -163,7 +164,7 @@ def _links(topo: Topology, lanes: pd.DataFrame, ports: pd.DataFrame) -> pd.DataF
 
 
 def _gpus(window: Window, cfg: EngineConfig, topo: Topology, lanes: pd.DataFrame) -> pd.DataFrame:
-    gpu = recent(window, "gpu", cfg)
+    gpu = recent(window, "gpu", cfg.recent_s)
     index = pd.Index(sorted(topo.gpus), name="gpu")
     if gpu.n:
         mask = gpu.last("throttle_mask")

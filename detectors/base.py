@@ -4,6 +4,10 @@ A detector is registered by name (its key in configuration). It sees a :class:`W
 seconds to minutes of every telemetry kind as pandas frames, and returns :class:`Finding` objects,
 one per abnormal entity. Localisation and correlation (detectors/correlate.py) turn findings into
 incidents; a detector only says what it saw, where, since when, and how sure it is of the cause.
+
+Each detector declares the symptoms it ``emits`` (tests/detectors/test_contract.py checks that every
+one is consumed by a correlation rule, and that it emits nothing else) and carries its own frozen
+``Config``: adding a detector is its module, its line in :data:`DETECTORS` and its tests.
 """
 
 from __future__ import annotations
@@ -12,22 +16,36 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.config import RECENT_S, DetectorConfig
 from fabricwatch.errors import InputError
 from fabricwatch.records import Finding, Window
 
 
 class Detector(ABC):
-    """Built once with the engine's configuration; ``detect`` is called once per tick.
+    """Built once with its own config; ``detect`` is called once per tick.
+
+    ``recent_s`` is the engine's "now" (gauges: median over it; counters: increase over it), shared
+    by every detector so that their findings describe the same moment.
 
     A detector that learns (baselines, event memories) keeps that state JSON-able behind
     :meth:`snapshot` and :meth:`restore`, so a restarted processor resumes where it stopped.
     """
 
     name: ClassVar[str]
+    emits: ClassVar[frozenset[str]]  # every symptom its findings may carry
+    Config: ClassVar[type[DetectorConfig]] = DetectorConfig
 
-    def __init__(self, config: EngineConfig | None = None) -> None:
-        self.config = config if config is not None else EngineConfig()
+    def __init__(self, config: DetectorConfig | None = None, *, recent_s: float = RECENT_S) -> None:
+        config = config if config is not None else self.Config()
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{self.name} takes a {type(self).__name__}.Config, not {type(config).__name__}")
+        self.config = config
+        self.recent_s = recent_s
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not getattr(cls, "__abstractmethods__", None) and not isinstance(cls.__dict__.get("emits"), frozenset):
+            raise TypeError(f"detector {cls.__name__} must declare emits: ClassVar[frozenset[str]]")
 
     @abstractmethod
     def detect(self, window: Window) -> list[Finding]: ...

@@ -16,6 +16,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fabricwatch.detectors.config import DetectorConfig
+
+
+class BaselineConfig(DetectorConfig):
+    """What every learning detector shares: how long it warms up and how fast it follows drift."""
+
+    baseline_warmup_ticks: int = 3  # ticks averaged before a baseline is trusted
+    baseline_tau_s: float = 86_400.0  # then it follows slow drift with this time constant (a day) ...
+
 
 @dataclass(frozen=True, slots=True)
 class Gate:

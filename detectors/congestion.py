@@ -12,16 +12,24 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import sig, ts_or
-from fabricwatch.detectors.traffic import traffic
+from fabricwatch.detectors.traffic import TrafficConfig, traffic
 from fabricwatch.records import Finding, Window
+
+
+class CongestionConfig(TrafficConfig):
+    line_rate_frac: float = 0.9  # egress at ≥ 90 % of line rate
+    ecn_frac: float = 0.01  # ≥ 1 % of frames ECN-marked
 
 
 class Congestion(Detector):
     name = "congestion"
+    emits = frozenset({"congestion"})
+    Config = CongestionConfig
+    config: CongestionConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        t = traffic(window, cfg)
+        t = traffic(window, self.recent_s, cfg)
         if not t.at.n:
             return []
         with np.errstate(invalid="ignore"):

@@ -17,17 +17,29 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.baseline import Baselines, Gate
+from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
+from fabricwatch.detectors.config import RECENT_S
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.detectors.gpu_peers import loop_of
 from fabricwatch.records import Finding, Window
 
 
+class CoolingLoopConfig(BaselineConfig):
+    loop_excess_c: float = 6.0  # a loop's median GPU above the other loops' median, beyond its own baseline
+    loop_excess_abs_c: float = 12.0  # ... or this much above without a baseline (no baseline learnt yet)
+    baseline_gate_c: float = 3.0  # the excess is learnt only while within this of its baseline
+    gpu_peer_load_margin_pct: float = 15.0  # a loop busier than the others by more than this is not compared
+    gpu_hot_c: float = 85.0  # GPUs at this temperature make the finding critical (as gpu_temp's limit)
+
+
 class CoolingLoop(Detector):
     name = "cooling_loop"
+    emits = frozenset({"cooling_loop_warm"})
+    Config = CoolingLoopConfig
+    config: CoolingLoopConfig
 
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: CoolingLoopConfig | None = None, *, recent_s: float = RECENT_S) -> None:
+        super().__init__(config, recent_s=recent_s)
         cfg = self.config
         self.baseline = Baselines(
             {"excess_c": Gate(cfg.baseline_gate_c)}, cfg.baseline_warmup_ticks, cfg.baseline_tau_s
@@ -35,7 +47,7 @@ class CoolingLoop(Detector):
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "gpu", cfg)
+        now = recent(window, "gpu", self.recent_s)
         if not now.n:
             return []
         temp = now.median("temp_c")

@@ -24,11 +24,17 @@ findings it explains, so a finding is folded into one diagnosis at most:
    upstream is folded into the nearest of them (hops over the topology).
 
 Anything left (a lone bias or temperature rise, pauses with no root) is not an incident on its own.
+
+Each rule declares the symptoms it reads (:data:`CONSUMES`); every symptom a detector emits must be
+among them (tests/detectors/test_contract.py). A finding whose symptom no rule reads (a new or
+misspelt one) is counted per symptom in :attr:`Correlator.unconsumed` and logged once per symptom,
+never dropped silently.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +70,20 @@ ACTIONABLE = (
     RX_LOW | TX_LOW | ERRORS | STATE | {"loss_of_light", "tx_dark", "bias_high_alarm", "module_temp_high_alarm"}
 )
 PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this far from their root
+
+# rule -> the symptoms it reads (as roots, or folded in as symptoms of its diagnosis)
+CONSUMES: dict[str, frozenset[str]] = {
+    "cooling_failure": frozenset({"cooling_loop_warm"} | GPU_HEAT | PORT_HEAT),
+    "gpu_xid": frozenset({"gpu_xid"}),
+    "gpu_thermal/npo_thermal_coupling": frozenset(GPU_HEAT | PORT_HEAT),
+    "link_flap/link_down": frozenset(STATE | {"loss_of_light", "tx_dark"}),
+    "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
+    "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
+    "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
+}
+CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
+
+log = logging.getLogger("fabricwatch.detectors.correlate")
 
 
 @dataclass
@@ -143,6 +163,8 @@ class Correlator:
             da, db = t.port_device[link.a], t.port_device[link.b]
             self.neighbours.setdefault(da, set()).add(db)
             self.neighbours.setdefault(db, set()).add(da)
+        self.unconsumed: dict[str, int] = {}  # the last call's findings no rule reads, per symptom
+        self._reported: set[str] = set()
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -160,6 +182,7 @@ class Correlator:
     # --- the rules -------------------------------------------------------------------------------
 
     def correlate(self, findings: list[Finding]) -> list[Diagnosis]:
+        self._count_unconsumed(findings)
         pool = _Pool(sorted(findings, key=finding_order))
         out: list[Diagnosis] = []
         out += self._cooling(pool)
@@ -170,6 +193,19 @@ class Correlator:
         out += self._links(pool)
         out += self._traffic(pool)
         return sorted(out, key=lambda d: d.key)
+
+    def _count_unconsumed(self, findings: list[Finding]) -> None:
+        unread = Counter(f.symptom for f in findings if f.symptom not in CONSUMED)
+        self.unconsumed = dict(sorted(unread.items()))
+        for symptom in sorted(set(unread) - self._reported):
+            self._reported.add(symptom)
+            detectors = sorted({f.detector for f in findings if f.symptom == symptom})
+            log.warning(
+                "findings with symptom %r (from %s) match no correlation rule: counted in "
+                "fabricwatch_unconsumed_findings_total, never an incident (logged once)",
+                symptom,
+                ", ".join(detectors),
+            )
 
     def _cooling(self, pool: _Pool) -> list[Diagnosis]:
         cfg = self.config

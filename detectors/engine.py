@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricwatch.detectors.base import DETECTORS, Detector, detector_class
+from fabricwatch.detectors.base import Detector, detector_class
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
 from fabricwatch.detectors.tracker import IncidentTracker
@@ -26,13 +26,16 @@ class DetectionEngine:
     def __init__(self, topology: Topology, config: EngineConfig | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         self.topology = topology
-        names = self.config.detectors or tuple(sorted(DETECTORS))
-        self.detectors: list[Detector] = [detector_class(n)(self.config) for n in names]
+        cfg = self.config
+        self.detectors: list[Detector] = [
+            detector_class(n)(cfg.detector(n), recent_s=cfg.recent_s) for n in cfg.enabled()
+        ]
         self.correlator = Correlator(topology, self.config)
         self.tracker = IncidentTracker(self.config)
         self.findings: list[Finding] = []  # the last tick's findings (the processor stores them)
         self.diagnoses: list[Diagnosis] = []  # the last tick's diagnoses, for inspection
         self.errors: list[str] = []  # the last tick's detector failures, "name: error" (never fatal)
+        self.unconsumed: dict[str, int] = {}  # the last tick's findings that no correlation rule reads
 
     @property
     def window_s(self) -> float:
@@ -58,6 +61,7 @@ class DetectionEngine:
                 self.errors.append(f"{detector.name}: {type(exc).__name__}: {exc}")
         self.findings = sorted(findings, key=finding_order)
         self.diagnoses = self.correlator.correlate(self.findings)
+        self.unconsumed = self.correlator.unconsumed
         return self.tracker.update(self.diagnoses, now)
 
     def incidents(self) -> list[Incident]:

@@ -10,16 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
+class FecUncorrectableConfig(DetectorConfig):
+    fec_uncorrectable_min: int = 1  # uncorrectable codewords in recent_s; healthy post-FEC BER ~1e-15
+
+
 class FecUncorrectable(Detector):
     name = "fec_uncorrectable"
+    emits = frozenset({"fec_uncorrectable"})
+    Config = FecUncorrectableConfig
+    config: FecUncorrectableConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "port", cfg)
+        now = recent(window, "port", self.recent_s)
         if not now.n:
             return []
         inc = now.increase("fec_uncorrectable_total")

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.records import Finding, Window
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -308,10 +307,10 @@ def scrape_interval(window: Window, kind: str) -> float:
     return window.cache[key]
 
 
-def recent(window: Window, kind: str, config: EngineConfig) -> Keyed:
+def recent(window: Window, kind: str, recent_s: float) -> Keyed:
     """Rows of the last ``recent_s`` of the window (at least 2.5 scrape intervals, so that a counter
     has two samples even when scraped slowly): what "now" means for gauges and counters."""
-    span = config.recent_s
+    span = recent_s
     interval = scrape_interval(window, kind)
     if np.isfinite(interval):
         span = min(max(span, 2.5 * interval), window.end - window.start)
@@ -340,9 +339,10 @@ THRESHOLD_COLUMNS = {
 }
 
 
-def module_thresholds(window: Window, index: pd.Index, config: EngineConfig) -> dict[str, np.ndarray]:
+def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str, np.ndarray]:
     """The module thresholds of each entity of ``index`` (ports, or (port, lane)): the latest the
-    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null)."""
+    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null).
+    ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
     else:

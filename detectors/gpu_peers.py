@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
@@ -45,12 +46,22 @@ def loop_of(window: Window) -> np.ndarray:
     return loops
 
 
+class GpuPeerConfig(DetectorConfig):
+    gpu_peer_excess_c: float = 10.0  # hotter than the median of its cooling-loop peers by this much
+    gpu_peer_mad_k: float = 5.0  # ... and by this many robust standard deviations of the peers' spread
+    gpu_peer_min: int = 4  # fewer peers than this: no peer comparison
+    gpu_peer_load_margin_pct: float = 15.0  # a GPU busier than its peers by more than this is not compared
+
+
 class GpuPeerThermal(Detector):
     name = "gpu_peers"
+    emits = frozenset({"gpu_hotter_than_peers"})
+    Config = GpuPeerConfig
+    config: GpuPeerConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "gpu", cfg)
+        now = recent(window, "gpu", self.recent_s)
         if now.n < cfg.gpu_peer_min + 1:
             return []
         temp = now.median("temp_c")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
@@ -34,12 +35,20 @@ def reasons(mask: int) -> list[str]:
     return [name for bit, name in CLOCKS_EVENT_REASONS.items() if mask & bit]
 
 
+class GpuTemperatureConfig(DetectorConfig):
+    gpu_hot_c: float = 85.0  # the seeds' rule; NVIDIA's "max operating" (gpu_temp_max_gpu_threshold) on A100
+    gpu_critical_c: float = 90.0  # a few degrees below the slowdown threshold (89-92 °C in nvidia-smi -q)
+
+
 class GpuTemperature(Detector):
     name = "gpu_temp"
+    emits = frozenset({"gpu_hot"})
+    Config = GpuTemperatureConfig
+    config: GpuTemperatureConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "gpu", cfg)
+        now = recent(window, "gpu", self.recent_s)
         if not now.n:
             return []
         temp = now.median("temp_c")

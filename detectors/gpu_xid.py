@@ -9,16 +9,27 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
+class GpuXidConfig(DetectorConfig):
+    # XIDs that mean broken hardware (NVIDIA XID catalogue): 48 DBE, 63/64 row remap, 74 NVLink,
+    # 79 fallen off the bus, 92 high SBE rate, 94/95 contained/uncontained ECC, 119/120 GSP.
+    xid_critical: tuple[int, ...] = (48, 64, 74, 79, 92, 95, 119, 120)
+    xid_ignore: tuple[int, ...] = ()  # e.g. (13, 31, 43) where application faults must not page
+
+
 class GpuXid(Detector):
     name = "gpu_xid"
+    emits = frozenset({"gpu_xid"})
+    Config = GpuXidConfig
+    config: GpuXidConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "gpu", cfg)
+        now = recent(window, "gpu", self.recent_s)
         if not now.n:
             return []
         xid = now.last("xid")

@@ -15,15 +15,24 @@ from typing import Any
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Positive
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
+class LinkStateConfig(DetectorConfig):
+    flap_min_events: int = 2  # link-down events within flap_memory_s that make a flap
+    flap_memory_s: Positive = 300.0  # five minutes: a link that fails twice in that time is flapping
+
+
 class LinkState(Detector):
     name = "link_state"
+    emits = frozenset({"link_down", "link_flap"})
+    Config = LinkStateConfig
+    config: LinkStateConfig
 
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: LinkStateConfig | None = None, *, recent_s: float = RECENT_S) -> None:
+        super().__init__(config, recent_s=recent_s)
         self.events: dict[str, dict[float, int]] = {}  # port -> {sample ts: down events at that sample}
 
     def _remember(self, window: Window) -> None:
@@ -57,7 +66,7 @@ class LinkState(Detector):
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
         self._remember(window)
-        now = recent(window, "port", cfg)
+        now = recent(window, "port", self.recent_s)
         out: list[Finding] = []
         if now.n:
             state = now.last("state")

@@ -18,18 +18,33 @@ from typing import Any
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.baseline import Baselines, Gate
+from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
+from fabricwatch.detectors.config import RECENT_S
 from fabricwatch.detectors.frames import first_crossing, keyed, lane_findings, recent
 from fabricwatch.records import Finding, Window
 
 METRICS = ("rx_power_dbm", "tx_power_dbm", "bias_ma", "module_temp_c")
 
 
+class OpticalBaselineConfig(BaselineConfig):
+    loss_of_light_dbm: float = -30.0  # below this a lane is dark: neither judged nor learnt
+    rx_drop_db: float = 2.0  # rx down this much vs the lane's own baseline (contamination is 2-6 dB)
+    tx_drop_db: float = 1.5  # tx down this much vs baseline: the laser itself is fading
+    bias_rise_frac: float = 0.10  # bias up 10 % vs baseline: a laser pushed harder for its light
+    module_temp_rise_c: float = 8.0  # module temperature up this much vs baseline
+    baseline_gate_db: float = 1.0  # baselines follow drift only while within this of the level (a fault
+    baseline_gate_frac: float = 0.05  # is not learnt); the same gate for bias, relative ...
+    baseline_gate_c: float = 3.0  # ... and for module temperature
+
+
 class OpticalBaseline(Detector):
     name = "optical_baseline"
+    emits = frozenset({"rx_power_drop", "tx_power_drop", "bias_rise", "module_temp_rise"})
+    Config = OpticalBaselineConfig
+    config: OpticalBaselineConfig
 
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: OpticalBaselineConfig | None = None, *, recent_s: float = RECENT_S) -> None:
+        super().__init__(config, recent_s=recent_s)
         cfg = self.config
         gates = {
             "rx_power_dbm": Gate(cfg.baseline_gate_db),
@@ -41,7 +56,7 @@ class OpticalBaseline(Detector):
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "optical", cfg)
+        now = recent(window, "optical", self.recent_s)
         if not now.n:
             return []
         full = keyed(window, "optical")

@@ -13,16 +13,40 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
 from fabricwatch.records import Finding, Window
 
 
+class OpticalThresholdsConfig(DetectorConfig):
+    # Defaults for a module that never reported its thresholds: 400GBASE-DR4. IEEE 802.3bs cl. 124:
+    # launch power -2.9..+4.0 dBm a lane, receive ≥ -5.9 dBm average; vendors put the low alarm ~3 dB
+    # under the warning.
+    dr4_rx_low_warn_dbm: float = -5.9
+    dr4_rx_low_alarm_dbm: float = -8.9
+    dr4_tx_low_warn_dbm: float = -2.9
+    dr4_tx_low_alarm_dbm: float = -5.9
+    dr4_temp_high_warn_c: float = 70.0  # QSFP-DD case temperature limit
+    dr4_temp_high_alarm_c: float = 75.0
+    loss_of_light_dbm: float = -30.0  # below this a lane receives (or sends) nothing (dark reads ~-40 dBm)
+    link_loss_max_db: float = 5.0  # tx(far) - rx(near) above this: out of any DR4 budget (3 dB + margin) ...
+    link_loss_margin_db: float = 3.0  # ... and this much above the fleet's median loss (DOM calibration differs)
+
+
 class OpticalThresholds(Detector):
     name = "optical_thresholds"
+    emits = frozenset({
+        "loss_of_light", "rx_power_low_alarm", "rx_power_low_warn",
+        "tx_dark", "tx_power_low_alarm", "tx_power_low_warn",
+        "bias_high_alarm", "bias_high_warn", "module_temp_high_alarm", "module_temp_high_warn",
+        "path_loss_high",
+    })  # fmt: skip
+    Config = OpticalThresholdsConfig
+    config: OpticalThresholdsConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "optical", cfg)
+        now = recent(window, "optical", self.recent_s)
         if not now.n:
             return []
         full = keyed(window, "optical")

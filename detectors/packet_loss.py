@@ -13,16 +13,26 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
+class PacketLossConfig(DetectorConfig):
+    loss_ratio: float = 0.01  # the seeds' rule: ≥ 1 % of frames lost on a link
+    loss_min_frames: int = 10  # a ratio over fewer lost frames is noise
+    mtu_bytes: int = 4096  # RoCEv2 MTU, to count frames from bytes when frame counters are absent
+
+
 class PacketLoss(Detector):
     name = "packet_loss"
+    emits = frozenset({"packet_loss"})
+    Config = PacketLossConfig
+    config: PacketLossConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "port", cfg)
+        now = recent(window, "port", self.recent_s)
         if not now.n:
             return []
         crc = now.increase("rx_crc_errors_total")

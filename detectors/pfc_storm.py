@@ -14,16 +14,24 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.frames import sig, ts_or
-from fabricwatch.detectors.traffic import by_device, traffic
+from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
+
+
+class PfcStormConfig(TrafficConfig):
+    storm_max_util_frac: float = 0.2  # a storm source carries little traffic ...
+    storm_max_queue_bytes: int = 64 << 10  # ... and has nothing queued behind its pauses
 
 
 class PfcStorm(Detector):
     name = "pfc_storm"
+    emits = frozenset({"pfc_storm_source", "pause_upstream"})
+    Config = PfcStormConfig
+    config: PfcStormConfig
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        t = traffic(window, cfg)
+        t = traffic(window, self.recent_s, cfg)
         if not t.at.n:
             return []
         with np.errstate(invalid="ignore"):

@@ -14,18 +14,30 @@ from typing import Any
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.baseline import Baselines, Gate
+from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
+from fabricwatch.detectors.config import RECENT_S
 from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 BER_FLOOR = 1e-15  # a BER of 0 (nothing counted) is learnt as this, so its log is finite
 
 
+class PreFecBerConfig(BaselineConfig):
+    ber_limit: float = 2.4e-4  # RS(544,514) "KP4" FEC correction limit (IEEE 802.3bs)
+    ber_warn: float = 1e-5  # 10x above the worst healthy 400G PAM4 lane (1e-9..1e-6) ...
+    ber_fleet_factor: float = 10.0  # ... and 10x the fleet's median BER (a fleet that runs at 1e-6 is normal)
+    ber_rise_factor: float = 100.0  # BER this many times its own baseline (and ≥ ber_rise_floor)
+    ber_rise_floor: float = 1e-7
+
+
 class PreFecBer(Detector):
     name = "pre_fec_ber"
+    emits = frozenset({"ber_above_limit", "ber_high", "ber_rise"})
+    Config = PreFecBerConfig
+    config: PreFecBerConfig
 
-    def __init__(self, config: Any = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: PreFecBerConfig | None = None, *, recent_s: float = RECENT_S) -> None:
+        super().__init__(config, recent_s=recent_s)
         cfg = self.config
         self.baseline = Baselines(
             {"log10_ber": Gate(1.0)}, cfg.baseline_warmup_ticks, cfg.baseline_tau_s
@@ -33,7 +45,7 @@ class PreFecBer(Detector):
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "port", cfg)
+        now = recent(window, "port", self.recent_s)
         if not now.n:
             return []
         ber = now.median("pre_fec_ber")

@@ -11,9 +11,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import Keyed, keyed, recent
 from fabricwatch.records import Window
+
+
+class TrafficConfig(DetectorConfig):
+    """What the congestion and PFC detectors share (each has its own copy to tune)."""
+
+    mtu_bytes: int = 4096  # RoCEv2 MTU, to count frames from bytes when frame counters are absent
+    queue_high_bytes: int = 1 << 20  # 1 MiB queued: far above a RoCE ECN Kmin (~100-400 KB at 400G)
+    pause_rate_min: float = 1000.0  # pause frames/s that count as pausing (a storm refreshes ~12k/s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +47,12 @@ def _frames(at: Keyed, direction: str, mtu: int) -> np.ndarray:
     return at.increase(f"{direction}_bytes_total").total / mtu
 
 
-def traffic(window: Window, config: EngineConfig) -> Traffic:
-    key = ("traffic", config.recent_s, config.mtu_bytes, config.queue_high_bytes)
+def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
+    key = ("traffic", recent_s, config.mtu_bytes, config.queue_high_bytes, config.pause_rate_min)
     hit = window.cache.get(key)
     if hit is not None:
         return hit
-    at = recent(window, "port", config)
+    at = recent(window, "port", recent_s)
     speed_bps = at.last("speed_gbps") * 1e9
     tx_bytes, rx_bytes = at.increase("tx_bytes_total"), at.increase("rx_bytes_total")
     ecn = at.increase("ecn_marked_total")

@@ -10,10 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+
+from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.topology import Topology, load_yaml
+from fabricwatch.pathologies import Pathology, parse_pathologies
+from fabricwatch.realistic import REALISTIC, realistic
+from fabricwatch.topology import Topology
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
 
@@ -105,8 +110,11 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class FaultPlan:
+    """A fault file: the seed, the faults (the ground truth) and the pathologies (never truth, DESIGN §4b)."""
+
     seed: int
     faults: tuple[Fault, ...]
+    pathologies: tuple[Pathology, ...] = ()
 
     def to_list(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.faults]
@@ -136,7 +144,7 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
     errors: list[InputError] = []
     faults: list[Fault] = []
     for i, entry in enumerate(entries):
-        line = lines.get(id(entry))
+        line = lines.get(id(entry)) or yamlconf.line_of(entries, i)
         loc = f"{place}:{line}" if line else place
 
         def bad(message: str, loc: str = loc, i: int = i) -> None:
@@ -199,18 +207,36 @@ def parse_faults(entries: Any, topology: Topology, place: str, lines: dict[int, 
     return faults
 
 
+class FaultFile(yamlconf.Config):
+    """The fault-spec file's top level; a new section is a new field here."""
+
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 0
+    faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
+    pathologies: list[Any] | str | None = None  # DESIGN §4b, each checked by parse_pathologies; or "realistic"
+
+
 def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
-    """Load a fault-spec YAML (``seed`` and ``faults``); every problem names the file and line."""
-    data, lines = load_yaml(path)
+    """Load a fault-spec YAML (``seed``, ``faults``, ``pathologies``); every problem names the file and line."""
     place = str(path)
+    data = yamlconf.load(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputError(place, "a fault spec is a mapping with keys seed and faults")
-    unknown = set(data) - {"seed", "faults"}
-    if unknown:
-        raise InputError(place, f"unknown top-level key(s): {', '.join(sorted(map(str, unknown)))}")
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(place, f"seed must be an integer ≥ 0, not {seed!r}")
-    return FaultPlan(seed, tuple(parse_faults(data.get("faults"), topology, place, lines)))
+    spec = yamlconf.convert(data, FaultFile, place)
+    errors: list[InputError] = []
+    parsed: dict[str, tuple] = {}
+    for key, parse in (("faults", parse_faults), ("pathologies", parse_pathologies)):
+        value = data.get(key)  # as loaded, with the line of each entry
+        try:
+            if key == "pathologies" and value == REALISTIC:  # the realistic fleet mix, over an hour
+                parsed[key] = tuple(realistic(topology, spec.seed))
+                continue
+            parsed[key] = tuple(parse(value, topology, place))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+    if errors:
+        raise InputErrors(errors)
+    return FaultPlan(spec.seed, parsed["faults"], parsed["pathologies"])

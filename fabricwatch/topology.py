@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
 
 LEAF_RADIX = 128
@@ -264,45 +263,25 @@ def generate(gpus: int, rails: int = 8, gpus_per_node: int = 8, name: str | None
 # --- loading and validation ---------------------------------------------------------------------
 
 
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """A safe loader that remembers the line of every mapping, for error messages."""
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
-    mapping = loader.construct_mapping(node, deep=True)
-    loader.lines[id(mapping)] = node.start_mark.line + 1  # type: ignore[attr-defined]
-    return mapping
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_yaml(path: str | Path) -> tuple[Any, dict[int, int]]:
-    """Parse a YAML file; returns the data and a map ``id(mapping) → line``; errors name file:line."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    loader = _LineLoader(text)
-    loader.lines = {}  # type: ignore[attr-defined]
-    try:
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise InputError(f"{path}{line}", f"invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"invalid YAML: {exc}") from None
-    finally:
-        loader.dispose()
-    return data, loader.lines  # type: ignore[attr-defined]
+    """Parse a YAML file (fabricwatch.yamlconf); returns the data and a map ``id(mapping) → line``."""
+    data = yamlconf.load(path)
+    lines: dict[int, int] = {}
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if line := yamlconf.line_of(item):
+                lines[id(item)] = line
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+    return data, lines
 
 
 def load(path: str | Path) -> Topology:
     """Load and validate a cluster YAML; every problem is reported on a line of its own."""
-    data, lines = load_yaml(path)
-    return _parse(data, str(path), lines)
+    return _parse(yamlconf.load(path), str(path), lines={})
 
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {
@@ -317,7 +296,7 @@ def _parse(data: Any, place: str, lines: dict[int, int]) -> Topology:
     errors: list[InputError] = []
 
     def where(entry: Any, section: str, index: int) -> str:
-        line = lines.get(id(entry))
+        line = lines.get(id(entry)) or yamlconf.line_of(entry)
         label = entry.get("id") or entry.get("name") if isinstance(entry, dict) else None
         return f"{place}:{line}" if line else place, f"{section}[{index}]" + (f" ({label})" if label else "")
 

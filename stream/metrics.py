@@ -36,6 +36,12 @@ class PipelineMetrics:
             "fabricwatch_unknown_columns_total", "Columns ignored because the schema does not know them", registry=r
         )
         self.ticks = Counter("fabricwatch_detection_ticks_total", "Detection ticks run", registry=r)
+        self.unconsumed = Counter(
+            "fabricwatch_unconsumed_findings_total",
+            "Findings whose symptom no correlation rule reads (a new or misspelt symptom): never an incident",
+            ["symptom"],
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "fabricwatch_detection_tick_seconds",
             "Wall time of one detection tick",

@@ -52,6 +52,7 @@ class Engine(Protocol):
 
     findings: list[Finding]  # the last tick's findings
     errors: list[str]  # the last tick's detector failures, "name: error" (never fatal)
+    unconsumed: dict[str, int]  # the last tick's findings no correlation rule reads, per symptom
 
     def run(self, window: Window, now: float) -> list[Incident]: ...
 
@@ -213,6 +214,8 @@ class Processor:
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             self.buffer.evict(tick - self.engine.window_s - self.engine.every_s)
+        for symptom, count in self.engine.unconsumed.items():  # logged once by the correlator
+            self.metrics.unconsumed.labels(symptom).inc(count)
         for error in self.engine.errors:  # one detector failing; the others ran
             self.metrics.errors.labels("detect").inc()
             log.warning("detection tick at %.0f: detector %s", tick, error)

@@ -48,7 +48,9 @@ _DDL = [
         reason VARCHAR, value BLOB)""",
     """CREATE TABLE IF NOT EXISTS runbook_audit (
         ts TIMESTAMP, incident_id VARCHAR, runbook VARCHAR, action VARCHAR, argv VARCHAR[], target VARCHAR,
-        approved_by VARCHAR, dry_run BOOLEAN, outcome VARCHAR, exit_code INTEGER, output VARCHAR)""",
+        approved_by VARCHAR, dry_run BOOLEAN, outcome VARCHAR, exit_code INTEGER, output VARCHAR,
+        kind VARCHAR, mode VARCHAR, backend VARCHAR, guard VARCHAR, reason VARCHAR, component VARCHAR,
+        domain VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS engine_state (
         grp VARCHAR PRIMARY KEY, saved_at TIMESTAMP, state JSON)""",
     """CREATE TABLE IF NOT EXISTS consumer_offsets (

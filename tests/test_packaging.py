@@ -7,6 +7,7 @@ run: that is what a user who pip-installs fabricwatch gets, with no repository o
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -56,18 +57,24 @@ def test_no_top_level_stage_import_anywhere() -> None:
 @pytest.mark.timeout(600)
 def test_wheel_installs_one_package_and_runs_the_demo(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
+    leftovers = [ROOT / "build", ROOT / "fabricwatch.egg-info"]
+    existed = {p for p in leftovers if p.exists()}
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
         check=True,
         timeout=300,
     )
+    for p in set(leftovers) - existed:  # setuptools builds in the tree; leave it as it was
+        shutil.rmtree(p, ignore_errors=True)
     (wheel,) = dist.glob("fabricwatch-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         tops = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
         names = set(zf.namelist())
     assert tops == {"fabricwatch"}
-    for stage in ("collectors", "collectors/sim", "stream", "detectors", "replay"):
+    for stage in ("collectors", "collectors/sim", "stream", "detectors", "replay", "runbooks"):
         assert f"fabricwatch/{stage}/__init__.py" in names
+    library = {n.rsplit("/", 1)[1] for n in names if n.startswith("fabricwatch/runbooks/library/")}
+    assert library == {p.name for p in (ROOT / "runbooks" / "library").glob("*.yaml")} and len(library) == 14
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

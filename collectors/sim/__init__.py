@@ -1,8 +1,9 @@
 """The physics-grounded supernode simulator: fabricwatch's only source of synthetic telemetry.
 
-``Simulator(topology, faults, seed=...)`` produces all five telemetry kinds of DESIGN §3 for any
-topology, one scrape per :meth:`Simulator.step`, much faster than real time and byte-for-byte
-deterministic from its seed. The physics are split by subject, each module documenting its numbers
+``Simulator(topology, faults, seed=..., pathologies=...)`` produces all five telemetry kinds of DESIGN
+§3 for any topology, one scrape per :meth:`Simulator.step`, much faster than real time and
+byte-for-byte deterministic from its seed. Without pathologies it is the tidy world (every column,
+every scrape) the unit tests use. The physics are split by subject, each module documenting its numbers
 and their sources:
 
 * ``job``       the training job's compute / all-reduce phases;
@@ -10,6 +11,10 @@ and their sources:
 * ``optics``    400G-DR4 optical powers, laser bias, BER waterfall, RS(544,514) FEC, module parts;
 * ``fabric``    traffic per link, queues, ECN marks and PFC pause propagation;
 * ``injection`` the 13 fault causes of DESIGN §4 and their exact signatures;
+* ``realism``   the pathologies of DESIGN §4b that live in the plant (DOM offsets, mixed vendors, load
+  steps, bursty traffic, coolant drift, module swaps, maintenance);
+* ``delivery``  the pathologies of the collectors (clock skew, lost and late scrapes, outages, cadence,
+  agent restarts, saturation, duplicates, spare ports) and the ``profiles`` of real collectors;
 * ``simulator`` state between scrapes, link states and counter resets; ``messages`` the cutting into
   messages; ``streams`` the random streams that make faulted and healthy runs exactly comparable.
 

@@ -46,12 +46,13 @@ def simulate_capture(
 ) -> int:
     """Simulate ``duration`` seconds and write them to ``out``; returns the number of messages written.
 
-    The header carries the topology and the faults as ground truth (``truth``); every message is one
-    line. ``progress`` shows a rich progress bar on stderr.
+    The header carries the topology and the faults as ground truth (``truth``; the plan's pathologies
+    shape the messages but are never truth); every message is one line. ``progress`` shows a rich
+    progress bar on stderr.
     """
     if not (duration > 0 and math.isfinite(duration)):
         raise InputError("--duration", f"must be a number of seconds > 0, not {duration!r}")
-    sim = Simulator(topology, plan.faults, seed=plan.seed, interval=interval)
+    sim = Simulator(topology, plan.faults, seed=plan.seed, interval=interval, pathologies=plan.pathologies)
     steps = scrape_count(duration, interval)
     written = rows = 0
     started = time.perf_counter()

@@ -40,6 +40,7 @@ PMAX = 0.2
 QUEUE_CAP_BYTES = 3.0e6  # a congested port's dynamic share of a 51.2 Tb/s switch's shared buffer
 PAUSE_FULL_PER_S = 400e9 / (2 * 65535 * 512)  # ≈ 24 000/s: XOFF refreshed at half the pause time
 MAX_TX_SHARE = 0.985  # line rate less preamble/IFG and pause overhead
+MICROBURST_CAP_BYTES = 600e3  # microbursts stay below the ECN/PFC thresholds
 
 
 class Traffic:

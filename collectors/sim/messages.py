@@ -40,10 +40,11 @@ def _with_nulls(values: list[Any], null_at: np.ndarray) -> list[Any]:
 
 
 class MessageBuilder:
-    def __init__(self, plant: Plant, part_of_port: np.ndarray) -> None:
+    def __init__(self, plant: Plant, part_of_port: np.ndarray, table: list[optics.ModulePart] | None = None) -> None:
         self.plant = plant
         self.module_seq = [0] * len(plant.port_slices)
-        parts = [optics.PARTS[i] for i in part_of_port.tolist()]
+        table = table or list(optics.PARTS)
+        parts = [table[i] for i in part_of_port.tolist()]
         self.module_columns: dict[str, list[Any]] = {
             "port": plant.port_list,
             "media": [m.media for m in parts],
@@ -55,6 +56,12 @@ class MessageBuilder:
             self.module_columns[name] = [getattr(m, name) for m in parts]
         self.power_limit = [POWER_LIMIT_W] * plant.G
         self.psu_ok = [1] * plant.S
+
+    def set_part(self, port: int, part: optics.ModulePart) -> None:
+        """A module replaced by another part: its identity and thresholds from the next module message."""
+        for name in self.module_columns:
+            if name != "port":
+                self.module_columns[name][port] = getattr(part, name)
 
     def build(self, ts: float, seq: int, r: dict[str, Any], sim: Simulator, send_modules: set[int]) -> list[Message]:
         p = self.plant

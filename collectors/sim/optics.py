@@ -85,15 +85,15 @@ class ModulePart:
     npo: bool  # near-package engine on a GPU (True) or switch pluggable
     tx_nominal_dbm: float
     bias_nominal_ma: float
-    rx_power_low_alarm_dbm: float
-    rx_power_low_warn_dbm: float
-    rx_power_high_alarm_dbm: float
-    tx_power_low_alarm_dbm: float
-    tx_power_low_warn_dbm: float
-    bias_high_alarm_ma: float
-    bias_high_warn_ma: float
-    temp_high_alarm_c: float
-    temp_high_warn_c: float
+    rx_power_low_alarm_dbm: float | None  # None: the module reports no thresholds
+    rx_power_low_warn_dbm: float | None
+    rx_power_high_alarm_dbm: float | None
+    tx_power_low_alarm_dbm: float | None
+    tx_power_low_warn_dbm: float | None
+    bias_high_alarm_ma: float | None
+    bias_high_warn_ma: float | None
+    temp_high_alarm_c: float | None
+    temp_high_warn_c: float | None
     media: str = MEDIA
     lanes: int = 4
 

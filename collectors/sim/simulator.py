@@ -28,14 +28,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricwatch.collectors.sim import fabric, optics
+from fabricwatch.collectors.sim.delivery import Delivery
 from fabricwatch.collectors.sim.injection import Effects, Injector, flap_window, pause_sources
 from fabricwatch.collectors.sim.job import TrainingJob
 from fabricwatch.collectors.sim.messages import MessageBuilder
 from fabricwatch.collectors.sim.plant import LANES, Plant
+from fabricwatch.collectors.sim.realism import PHYSICS_KINDS, JobLoad, Realism, maintenance_faults
 from fabricwatch.collectors.sim.streams import Streams, poisson, round_up_fraction
 from fabricwatch.collectors.sim.thermal import GpuThermal
 from fabricwatch.errors import InputError
 from fabricwatch.faults import Fault
+from fabricwatch.pathologies import Pathology
 from fabricwatch.schema import Message
 from fabricwatch.topology import Topology
 
@@ -44,7 +47,7 @@ DAY = 86400.0
 CRC_FRAMES_PER_FAILED_CODEWORD = 1.16  # a 4.1 kB frame spans ~6.4 codewords; 1 in 6.4 straddles two frames
 SWITCH_MODULE_SELF_C = 14.0
 RX_JITTER_DB = 0.03
-MICROBURST_CAP_BYTES = 600e3  # a 400G pluggable dissipates ~12 W above the front-panel air
+MICROBURST_CAP_BYTES = fabric.MICROBURST_CAP_BYTES
 
 
 @dataclass(slots=True)
@@ -98,6 +101,7 @@ class Simulator:
         interval: float = 5.0,
         start_ts: float = DEFAULT_START_TS,
         module_every: float = 300.0,
+        pathologies: Sequence[Pathology] = (),
     ) -> None:
         for name, value in (("interval", interval), ("module_every", module_every)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
@@ -106,6 +110,7 @@ class Simulator:
             raise InputError("seed", f"must be an integer ≥ 0, not {seed!r}")
         self.topology = topology
         self.faults = tuple(faults)
+        self.pathologies = tuple(pathologies)
         self.seed = seed
         self.interval = float(interval)
         self.start_ts = float(start_ts)
@@ -116,15 +121,22 @@ class Simulator:
 
         self.plant = p = Plant(topology)
         self.streams = st = Streams(seed)
-        self.injector = Injector(p, self.faults, st)
+        # a maintenance window takes its switch's links down like link_down faults, never ground truth
+        self.injector = Injector(p, self.faults + tuple(maintenance_faults(topology, self.pathologies)), st)
+        physics = any(q.kind in PHYSICS_KINDS for q in self.pathologies)
+        self.realism = Realism(p, self.pathologies, st) if physics else None
+        self.parts = list(optics.PARTS)
         self.job = TrainingJob(st.static("job"))
         self.thermal = GpuThermal(p.G, len(p.loops), p.gpu_loop, st.static("gpu"))
         self.traffic = fabric.Traffic(p, st.static("traffic"))
         self._init_optics(st.static("optics"))
+        if self.realism is not None:
+            self.realism.fit_modules(self)
         self._init_switches(st.static("switch"))
         self._init_counters(st.static("counters"))
         self.link_up = np.ones(p.N, dtype=bool)
-        self.messages = MessageBuilder(p, self.part_of_port)
+        self.messages = MessageBuilder(p, self.part_of_port, self.parts)
+        self.delivery = Delivery(p, self.pathologies, seed, self.interval) if self.pathologies else None
 
     # --- static plant ----------------------------------------------------------------------------
 
@@ -139,8 +151,8 @@ class Simulator:
         gpu_ports = p.port_is_gpu
         part[gpu_ports] = node_pick[node_of_gpu[p.port_gpu[gpu_ports]]]
         self.part_of_port = part
-        nominal = np.array([optics.PARTS[i].tx_nominal_dbm for i in part])
-        bias_nom = np.array([optics.PARTS[i].bias_nominal_ma for i in part])
+        nominal = np.array([self.parts[i].tx_nominal_dbm for i in part])
+        bias_nom = np.array([self.parts[i].bias_nominal_ma for i in part])
         module_off = np.clip(gen.normal(0.0, 0.4, p.P), -1.0, 1.0)
         lane_off = np.clip(gen.normal(0.0, 0.3, p.L), -0.8, 0.8)
         self.tx_set_dbm = np.repeat(nominal + module_off, LANES) + lane_off
@@ -214,6 +226,10 @@ class Simulator:
         self.t, self.ts = t, self.start_ts + t
         eff = self.injector.effects(t_prev, t)
         p, st = self.plant, self.streams
+        load: JobLoad | None = None
+        if self.realism is not None:
+            self.realism.before_step(self, eff, t_prev, t)
+            load = self.realism.job_load(t_prev, t, not k)
 
         comm_s = self.job.comm_seconds(t_prev, t) if k else 0.0
         comm_interval = comm_s / self.interval if k else self.job.comm
@@ -226,15 +242,21 @@ class Simulator:
             r_extra=eff.r_extra,
             npo_coupling=eff.npo_coupling,
             noise=st.at(k, "gpu"),
+            busy=None if load is None else (load.gpu_now, load.gpu_mean),
         )
         self.ecc_dbe += eff.dbe_events
         self.pcie_replay += poisson(self.pcie_rate * dt, st.at(k, "pcie"))
 
-        port_util = self.traffic.comm_load * comm_interval + fabric.BACKGROUND
+        job_share = 1.0 if load is None else load.port_mean
+        port_util = self.traffic.comm_load * comm_interval * job_share + fabric.BACKGROUND
         light = self._optics(k, eff, self._module_temps(module_temp_gpu, port_util))
+        if self.realism is not None and self.realism.has_dom:  # calibration error of the reading only
+            lit_tx, lit_rx = light.tx_read > optics.LOSS_OF_LIGHT_DBM, light.rx_read > optics.LOSS_OF_LIGHT_DBM
+            light.tx_read = np.where(lit_tx, light.tx_read + self.realism.dom_tx, light.tx_read)
+            light.rx_read = np.where(lit_rx, light.rx_read + self.realism.dom_rx, light.rx_read)
         up_share, up_now, reset, after_reset = self._links(eff, t_prev, t, dt, light.port_ber, light.rx_min)
         port_up_share, port_up_now = up_share[p.port_link], up_now[p.port_link]
-        flow = self._traffic(k, eff, t, dt, comm_s, port_up_share, port_up_now)
+        flow = self._traffic(k, eff, t, dt, comm_s, port_up_share, port_up_now, load)
         measured_ber = self._errors(k, dt, light.port_ber, port_up_share, reset, after_reset, flow.tx_bytes)
         queue = self._congestion(k, eff, dt, flow, port_up_share, port_up_now)
         switch_temp, fan = self._switch_rows(port_util, dt, st.at(k, "switch"))
@@ -258,7 +280,10 @@ class Simulator:
         }
         send_modules = self._module_due(t_prev, t, k, eff)
         self._k += 1
-        return self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules)
+        messages = self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules)
+        if self.delivery is not None:
+            messages = self.delivery.apply(messages, k, t_prev, t)
+        return messages
 
     # --- pieces of a step ---------------------------------------------------------------------------------
 
@@ -294,15 +319,27 @@ class Simulator:
         )
 
     def _traffic(
-        self, k: int, eff: Effects, t: float, dt: float, comm_s: float, up_share: np.ndarray, up_now: np.ndarray
+        self,
+        k: int,
+        eff: Effects,
+        t: float,
+        dt: float,
+        comm_s: float,
+        up_share: np.ndarray,
+        up_now: np.ndarray,
+        load: JobLoad | None = None,
     ) -> _Flow:
         """Bytes and frames sent per port over the interval, and the load each egress sees at t."""
         p, tr = self.plant, self.traffic
         gen = self.streams.at(k, "traffic")
         z_traffic = gen.standard_normal(p.P)
         u_queue, u_burst, burst = gen.random((3, p.P))
-        seconds = (tr.comm_load * comm_s + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
-        rho_now = tr.comm_load * float(self.job.comm_now(t)) + fabric.BACKGROUND
+        if load is None:
+            seconds = (tr.comm_load * comm_s + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
+            rho_now = tr.comm_load * float(self.job.comm_now(t)) + fabric.BACKGROUND
+        else:  # a job on part of the GPUs (realism.load_step)
+            seconds = (tr.comm_load * comm_s * load.port_mean + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
+            rho_now = tr.comm_load * float(self.job.comm_now(t)) * load.port_now + fabric.BACKGROUND
         for port, load in eff.incast.items():
             seconds[port] = max(seconds[port], min(load, fabric.MAX_TX_SHARE) * dt)
             rho_now[port] = max(rho_now[port], load)
@@ -366,6 +403,13 @@ class Simulator:
         burst = np.minimum(queue * (5.0 + 25.0 * flow.burst), MICROBURST_CAP_BYTES)
         queue = np.where(flow.u_burst < 0.002, burst, queue)
         ecn_p = tr.ecn_rate.copy()
+        rz = self.realism
+        bursts = (
+            None if rz is None else rz.bursts(k, self.streams, self.job.comm_now(self.t), flow.rho_now, tr.queue_scale)
+        )
+        if bursts is not None:  # realism.bursty_traffic: all-reduce in bursts
+            queue = np.where(np.isnan(bursts[0]), queue, np.maximum(queue, bursts[0]))
+            ecn_p = ecn_p * bursts[1]
         for port, load in eff.incast.items():
             if load > 1.0 and up_now[port]:
                 queue[port] = fabric.incast_queue(np.array([load]))[0] * (0.9 + 0.2 * flow.u_queue[port])
@@ -380,6 +424,8 @@ class Simulator:
         marks[p.port_is_gpu & p.port_is_gpu[p.port_peer]] = 0
         self.ecn += marks
         tx_pause = poisson((tr.pause_rate + flow.pause_rate) * dt * up_share, gen)
+        if bursts is not None and rz is not None:
+            tx_pause += rz.burst_pauses(k, self.streams, dt, self.job.comm, up_share)
         self.tx_pause += tx_pause
         self.rx_pause += tx_pause[p.port_peer]
         return queue

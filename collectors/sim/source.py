@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Annotated
+
+import msgspec
 
 from fabricwatch import faults, topology
-from fabricwatch.collectors.base import Source
+from fabricwatch.collectors.base import Source, SourceConfig
 from fabricwatch.collectors.sim.simulator import Simulator
 from fabricwatch.errors import InputError
 from fabricwatch.schema import Message
 
 
+class SimConfig(SourceConfig):
+    topology: Path | None = None  # cluster YAML to simulate (required)
+    faults: Path | None = None  # fault spec YAML (None: no faults)
+    seed: Annotated[int, msgspec.Meta(ge=0)] | None = None  # None: the fault file's seed, else 0
+    interval: Annotated[float, msgspec.Meta(gt=0)] = 5.0  # seconds of plant time per scrape
+
+
 class SimSource(Source):
     name = "sim"
+    Config = SimConfig
 
     def __init__(self, simulator: Simulator) -> None:
         self.simulator = simulator
@@ -30,21 +41,18 @@ class SimSource(Source):
         group.add_argument("--seed", type=int, metavar="N", help="random seed (default: the fault file's, else 0)")
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SimSource:
-        path = getattr(args, "topology", None)
-        if path is None:
+    def build(cls, config: SourceConfig) -> SimSource:
+        assert isinstance(config, SimConfig)
+        if config.topology is None:
             raise InputError("--topology", "the sim source needs a cluster file (--topology FILE)")
-        topo = topology.load(path)
-        fault_file = getattr(args, "faults", None)
-        plan = faults.load_plan(fault_file, topo) if fault_file else faults.FaultPlan(0, ())
-        seed = getattr(args, "seed", None)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise InputError("--seed", f"must be an integer ≥ 0, not {seed!r}")
-        interval = getattr(args, "interval", None) or 5.0
-        return cls(Simulator(topo, plan.faults, seed=plan.seed if seed is None else seed, interval=interval))
+        topo = topology.load(config.topology)
+        plan = faults.load_plan(config.faults, topo) if config.faults else faults.FaultPlan(0, ())
+        seed = plan.seed if config.seed is None else config.seed
+        return cls(Simulator(topo, plan.faults, seed=seed, interval=config.interval, pathologies=plan.pathologies))
 
     def scrape(self, now: float) -> list[Message]:
         messages = self.simulator.step()
-        for m in messages:
-            m.ts = float(now)
+        scrape_ts = self.simulator.ts
+        for m in messages:  # keep what a pathology did to a stamp (clock skew, a duplicate's lag)
+            m.ts = float(now) + (m.ts - scrape_ts)
         return messages

@@ -114,12 +114,20 @@ class GpuThermal:
         r_extra: np.ndarray,
         npo_coupling: np.ndarray,
         noise: np.random.Generator,
+        busy: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[GpuReadings, np.ndarray]:
-        """Advance by ``dt`` seconds; returns the readings and the NPO module temperature per GPU."""
+        """Advance by ``dt`` seconds; returns the readings and the NPO module temperature per GPU.
+
+        ``busy`` is (share of the job each GPU runs at the scrape, over the interval); None: all of it.
+        An idle GPU draws IDLE_W, shows 0 % utilisation and NVML's GpuIdle bit.
+        """
         z = noise.standard_normal((6, self.G))
         r_total = self.r_die * r_mult + r_extra
         demand_now = self.compute_w * (1 - comm_recent) + self.comm_w * comm_recent
         demand_mean = self.compute_w * (1 - comm_interval) + self.comm_w * comm_interval
+        if busy is not None:
+            demand_now = busy[0] * demand_now + (1.0 - busy[0]) * IDLE_W
+            demand_mean = busy[1] * demand_mean + (1.0 - busy[1]) * IDLE_W
         first = self.temp is None
         if first:
             self.temp = coolant + r_total * np.minimum(demand_mean, POWER_LIMIT_W)
@@ -158,6 +166,11 @@ class GpuThermal:
 
         util = np.clip(np.round(99.0 - 22.0 * comm_recent + 1.2 * z[1]), 0, 100)
         mem_util = np.clip(np.round(self.mem_util_base * (1.0 - 0.6 * comm_recent) + 2.0 * z[2]), 0, 100)
+        if busy is not None:
+            idle = busy[0] <= 0.0
+            util = np.where(idle, 0.0, util)
+            mem_util = np.where(idle, 0.0, mem_util)
+            mask |= np.where(idle, GPU_IDLE, 0)
         power_read = np.round(np.maximum(power_now + 4.0 * z[3], IDLE_W), 2)
         temp_read = np.round(self.temp + 0.3 * z[4])
         mem_read = np.round(self.mem_temp + 0.3 * z[5])

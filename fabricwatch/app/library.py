@@ -19,25 +19,45 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
+
+from fabricwatch import yamlconf
 from fabricwatch.app.score import Score, fault_location, score
-from fabricwatch.errors import InputError, InputErrors
+from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan, parse_faults
 from fabricwatch.incident import Incident
-from fabricwatch.topology import Topology, generate, load_yaml
+from fabricwatch.pathologies import parse_pathologies
+from fabricwatch.realistic import REALISTIC, realistic
+from fabricwatch.topology import Topology, generate
 
-SCENARIO_KEYS = {
-    "description",
-    "topology",
-    "duration",
-    "interval",
-    "seed",
-    "faults",
-    "pathologies",
-    "known_failure",
-}
-TOPOLOGY_KEYS = {"gpus", "rails", "gpus_per_node"}
+
+class TopologyShape(yamlconf.Config):
+    """A standard supernode (``fabricwatch topology``)."""
+
+    gpus: Annotated[int, msgspec.Meta(ge=1)]
+    rails: Literal[4, 8] = 8
+    gpus_per_node: Literal[8, 16] = 8
+
+
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class ScenarioFile(yamlconf.Config):
+    """A scenario file: a fault file (seed, faults, pathologies) with what to simulate and why."""
+
+    description: Annotated[str, msgspec.Meta(min_length=1)]
+    topology: TopologyShape | None = None  # not for a recorded capture: its own topology is in its header
+    duration: Seconds | None = None
+    interval: Seconds = 5.0
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 0
+    faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
+    pathologies: list[Any] | Literal["realistic"] | None = None  # DESIGN §4b, or the realistic fleet mix
+    known_failure: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # why detection fails it today
+    recorded: bool = False  # a capture recorded live (fabricwatch record): replayed as it is, never simulated
+
+
 COMPRESSLEVEL = 9  # the library is stored in the repository: smallest files, built once
 
 
@@ -49,9 +69,9 @@ class Scenario:
     topology: Topology
     duration: float
     interval: float
-    plan: FaultPlan
-    pathologies: tuple[dict[str, Any], ...] = ()
+    plan: FaultPlan  # faults (the ground truth) and pathologies (never truth)
     known_failure: str | None = None
+    recorded: bool = False  # a capture recorded live (fabricwatch record): never simulated, only replayed
 
     @property
     def capture(self) -> Path:
@@ -65,61 +85,36 @@ class Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """One scenario file; every problem names the file and line."""
     path = Path(path)
-    data, lines = load_yaml(path)
-    place = f"{path}:{lines.get(id(data), 1)}"
+    data = yamlconf.load(path)
     if not isinstance(data, dict):
         raise InputError(str(path), "a scenario is a mapping (description, topology, duration, interval, faults)")
-    unknown = set(data) - SCENARIO_KEYS
-    if unknown:
-        raise InputError(
-            place, f"unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: {sorted(SCENARIO_KEYS)})"
+    spec = yamlconf.convert(data, ScenarioFile, str(path))
+    name = path.name.removesuffix(".yaml")
+    place = f"{path}:{yamlconf.line_of(data) or 1}"
+    if spec.recorded:
+        from fabricwatch.replay.capture import open_capture
+
+        if spec.topology is not None or spec.duration is not None or spec.faults is not None or spec.pathologies:
+            raise InputError(place, "a recorded scenario takes its topology and faults from its capture")
+        cap = open_capture(path.with_name(f"{name}.jsonl.gz"))
+        cap.close()
+        return Scenario(
+            name, path, spec.description, cap.topology, 0.0, 0.0, FaultPlan(0, ()), spec.known_failure, True
         )
-    errors: list[InputError] = []
-
-    def number(key: str, default: float | None = None) -> float:
-        value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
-            errors.append(InputError(place, f"{key}: must be a number of seconds > 0, not {value!r}"))
-            return 1.0
-        return float(value)
-
-    duration, interval = number("duration"), number("interval", 5.0)
-    description = data.get("description")
-    if not isinstance(description, str) or not description.strip():
-        errors.append(InputError(place, "description: say in words what the scenario shows"))
-    known = data.get("known_failure")
-    if known is not None and not (isinstance(known, str) and known.strip()):
-        errors.append(InputError(place, "known_failure: the reason detection fails it today, in words"))
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        errors.append(InputError(place, f"seed: must be an integer ≥ 0, not {seed!r}"))
-    shape = data.get("topology")
-    topo = None
-    if not isinstance(shape, dict) or set(shape) - TOPOLOGY_KEYS or "gpus" not in shape:
-        errors.append(InputError(place, f"topology: a mapping of {sorted(TOPOLOGY_KEYS)} with at least gpus"))
+    if spec.topology is None or spec.duration is None:
+        raise InputError(place, "a simulated scenario needs topology and duration")
+    shape = spec.topology
+    try:
+        topo = generate(shape.gpus, shape.rails, shape.gpus_per_node)
+    except InputError as exc:
+        raise InputError(f"{path}:{yamlconf.line_of(data, 'topology')}", f"topology: {exc}") from None
+    faults = parse_faults(data.get("faults"), topo, str(path))
+    if spec.pathologies == REALISTIC:
+        pathologies = tuple(realistic(topo, spec.seed))
     else:
-        try:
-            topo = generate(int(shape["gpus"]), int(shape.get("rails", 8)), int(shape.get("gpus_per_node", 8)))
-        except (InputError, TypeError, ValueError) as exc:
-            errors.append(InputError(place, f"topology: {exc}"))
-    pathologies = data.get("pathologies") or []
-    if not isinstance(pathologies, list) or not all(isinstance(p, dict) for p in pathologies):
-        errors.append(InputError(place, "pathologies: a list of {kind: ..., ...} mappings (DESIGN §4b)"))
-    if errors:
-        raise InputErrors(errors)
-    assert topo is not None
-    faults = parse_faults(data.get("faults"), topo, str(path), lines)
-    return Scenario(
-        path.name.removesuffix(".yaml"),
-        path,
-        description.strip(),
-        topo,
-        duration,
-        interval,
-        FaultPlan(seed, tuple(faults)),
-        tuple(pathologies),
-        known.strip() if known else None,
-    )
+        pathologies = tuple(parse_pathologies(data.get("pathologies"), topo, str(path)))
+    plan = FaultPlan(spec.seed, tuple(faults), pathologies)
+    return Scenario(name, path, spec.description, topo, spec.duration, spec.interval, plan, spec.known_failure)
 
 
 def scenarios(folder: str | Path) -> list[Scenario]:
@@ -142,9 +137,7 @@ def build(scenario: Scenario, *, simulate: bool = True) -> list[Incident]:
     from fabricwatch.collectors.sim.capture import simulate_capture
     from fabricwatch.replay.run import replay
 
-    if scenario.pathologies:
-        raise InputError(str(scenario.path), "pathologies are not simulated yet (issue 8, part 1)")
-    if simulate:
+    if simulate and not scenario.recorded:
         simulate_capture(
             scenario.topology,
             scenario.plan,

@@ -28,6 +28,7 @@ COMMANDS = [
     "process",
     "serve",
     "record",
+    "runbook",
     "forensics",
     "dashboards",
 ]

@@ -9,7 +9,8 @@ start at all (no NVIDIA driver for ``nvml``, a bad port map) stops with one line
 Each source adds its own options (``--iface``, ``--url``, ``--sysfs-root``, ...): only the chosen
 source's options are added, just before parsing, so sources never clash over an option name and a
 host without one source's dependencies can still use every other source (``collect --source NAME
---help`` lists them).
+--help`` lists them). An option's dest is a field of the source's typed ``Config``:
+:func:`config_from_args` turns the parsed arguments into that config, and the source is built from it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
+
+from fabricwatch import yamlconf
 from fabricwatch.cli import Parser, positive_float
 from fabricwatch.clock import WallClock
-from fabricwatch.collectors.base import SOURCES, source_class
+from fabricwatch.collectors.base import SOURCES, Source, SourceConfig, source_class
 from fabricwatch.collectors.runner import BusSink, JsonLinesSink, Keyer, Runner, key_by_source
 from fabricwatch.errors import InputError
 
@@ -65,8 +69,32 @@ def make_parser(sub: argparse._SubParsersAction, name: str, **kwargs: Any) -> ar
     )
     p.add_argument("--host", help="the host (or switch) the data is from (default: this machine's hostname)")
     p.add_argument("--port-map", type=Path, metavar="FILE", help="YAML interface → port id map (collectors/portmap.py)")
-    p.add_argument("--timeout", type=positive_float, metavar="S", help="seconds a tool may take (default 10)")
+    p.add_argument(
+        "--timeout", dest="timeout_s", type=positive_float, metavar="S", help="seconds a tool may take (default 10)"
+    )
     return p
+
+
+C = TypeVar("C", bound=SourceConfig)
+
+
+def config_from_args(config: type[C], args: argparse.Namespace) -> C:
+    """The source's typed config from the parsed arguments: each field from the option with its name
+    as dest (an option left out keeps the field's default); a bad value is one line naming it."""
+    names = [f.name for f in msgspec.structs.fields(config)]
+    given = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    try:
+        return yamlconf.convert(given, config, "command line")
+    except InputError as exc:  # name the option, not the field: "--seed: must be an integer ≥ 0, not -1"
+        field, _, why = exc.message.partition(": ")
+        if field in names and why:
+            raise InputError(f"--{field.replace('_', '-')}", why) from None
+        raise
+
+
+def build_source(cls: type[Source], args: argparse.Namespace) -> Source:
+    """The source from the command line: arguments → its typed Config → :meth:`Source.build`."""
+    return cls.build(config_from_args(cls.Config, args))
 
 
 def load_source_class(name: str) -> Any:
@@ -112,7 +140,7 @@ def fault_domain_keyer(topology_path: Path) -> Keyer:
 def run(args: argparse.Namespace) -> int:
     cls = load_source_class(args.source)
     keyer = fault_domain_keyer(args.topology) if args.topology else key_by_source
-    source = cls.from_args(args)  # a source that cannot start raises InputError here: exit 2
+    source = build_source(cls, args)  # a source that cannot start raises InputError here: exit 2
     bus = None
     server = None
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from fabricwatch.cli.collect import load_source_class, make_parser
+from fabricwatch.cli.collect import config_from_args, load_source_class, make_parser
 from fabricwatch.clock import WallClock
 from fabricwatch.collectors.toolsource import Options, ToolSource
 from fabricwatch.errors import InputError
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.path.exists():
         raise InputError(str(args.path), "no such file or folder")
     ts = args.ts if args.ts is not None else WallClock().now()
-    opts = Options.from_args(args)
+    opts = Options.from_config(config_from_args(cls.Config, args))
     out = sys.stdout.buffer
     for message in cls.parse_saved(args.path, opts, ts):
         out.write(_ENCODER.encode(message) + b"\n")

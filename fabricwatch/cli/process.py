@@ -16,10 +16,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricwatch.cli import non_negative_int
 from fabricwatch.errors import InputError
+
+if TYPE_CHECKING:
+    from fabricwatch.detectors.config import EngineConfig
 
 PROGRESS_EVERY_S = 30.0
 RETRY_MAX_S = 30.0
@@ -63,6 +66,7 @@ class Settings:
     max_records: int = 10_000
     seal_every: float = 60.0  # seconds between sealings of old rows to Parquet (0: never)
     seal_horizon: float = 300.0  # seconds of telemetry kept in the hot DuckDB file
+    engine: EngineConfig | None = None  # detection cadence and detector settings (None: the defaults)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,7 +132,7 @@ class Service:
             except ImportError:
                 print("fabricwatch: detection is not available in this build; storing only", file=sys.stderr)
             else:
-                engine = DetectionEngine(topo)
+                engine = DetectionEngine(topo, settings.engine)
         try:
             self.store = Store(settings.db, group=settings.group)
         except (duckdb.Error, OSError) as exc:

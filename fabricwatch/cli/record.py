@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fabricwatch import schema, topology
     from fabricwatch.replay.record import record
-    from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable, reachable
+    from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
+    from fabricwatch.stream.kafka.errors import reachable
 
     kinds = args.kinds or list(schema.KINDS)
     for kind in kinds:

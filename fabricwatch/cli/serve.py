@@ -13,17 +13,26 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     seal_every: 60                   # seconds between sealings of old rows to Parquet (0: never), so
     seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
+    runbooks: {enabled: true, mode: shadow}  # off by default (fabricwatch.runbooks.service lists the keys)
     alertmanager: http://127.0.0.1:9093   # incidents go to Alertmanager's v2 API (dashboards/alertmanager.py)
     grafana: http://127.0.0.1:3000        # where alerts' dashboard links point
-    runbooks: https://wiki/runbooks       # where alerts' runbook links point (+ /<runbook>)
+    runbook_url: https://wiki/runbooks    # where alerts' runbook links point (+ /<runbook>)
     clock: wall                           # or telemetry: detection time follows the data (a capture replayed
                                           #   through serve at full speed still opens and resolves incidents)
+    engine:                          # detection as a whole (detectors/config.py EngineConfig)
+      window_s: 60                   #   history a tick looks at
+      every_s: 10                    #   tick cadence in telemetry time
+      open_after_s: 30               #   a diagnosis holds this long before it pages
+    detectors:                       # one section per detector: every registered one runs unless disabled
+      pfc_storm: {enabled: false}
+      gpu_temp: {gpu_hot_c: 83}      # a threshold of that detector's own Config (its module lists them)
+      gpu_xid: {xid_ignore: [13, 31, 43]}
 
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
-partition, incidents), ``/healthz`` (200 while the consumer loop polls; 503 when it has not polled for
-60 s), ``/readyz`` (200 once the processor has joined its group and has its partitions; 503 before,
-and while the broker cannot be reached). /metrics also carries the on-call health and incidents of
-dashboards/METRICS.md.
+partition, incidents, findings no correlation rule reads), ``/healthz`` (200 while the consumer loop
+polls; 503 when it has not polled for 60 s), ``/readyz`` (200 once the processor has joined its group
+and has its partitions; 503 before, and while the broker cannot be reached). /metrics also carries
+the on-call health and incidents of dashboards/METRICS.md.
 """
 
 from __future__ import annotations
@@ -34,11 +43,14 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-import yaml
+import msgspec
 
-from fabricwatch.errors import InputError, InputErrors
+from fabricwatch import yamlconf
+from fabricwatch.detectors.config import DetectorConfig, EngineConfig
+from fabricwatch.errors import InputError
+from fabricwatch.runbooks.service import RunbooksConfig
 
 HEALTHY_POLL_S = 60.0
 DEFAULT_LISTEN, DEFAULT_PORT = "127.0.0.1", 9108
@@ -49,7 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="run the processor as a service with /metrics, /healthz, /readyz",
         description="Run `fabricwatch process` from a YAML config file, with an HTTP endpoint for Prometheus "
-        "(/metrics) and for liveness and readiness probes (/healthz, /readyz). Stops cleanly on SIGTERM.",
+        "(/metrics) and for liveness and readiness probes (/healthz, /readyz). Stops cleanly on SIGTERM. "
+        "Besides the process settings, the file's engine: section sets detection's cadence and its "
+        "detectors: section enables, disables ({enabled: false}) and tunes each detector by name.",
     )
     p.add_argument("--config", required=True, type=Path, metavar="FILE", help="service config (YAML)")
     p.set_defaults(run=run)
@@ -57,146 +71,85 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- config ------------------------------------------------------------------------------------------
 
-
-def _str(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
-
-
-def _int(low: int, high: int) -> Any:
-    def check(v: Any) -> str | None:
-        ok = isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
-        return None if ok else f"must be an integer from {low} to {high}"
-
-    return check
+Text = Annotated[str, msgspec.Meta(min_length=1)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/]+")]
 
 
-def _url(v: Any) -> str | None:
-    ok = isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > len("https://")
-    return None if ok else "must be an http:// or https:// URL"
+class HttpConfig(yamlconf.Config):
+    listen: Text = DEFAULT_LISTEN
+    port: Annotated[int, msgspec.Meta(ge=0, le=65_535)] = DEFAULT_PORT
 
 
-def _clock(v: Any) -> str | None:
-    return None if v in CLOCKS else f"must be one of {', '.join(CLOCKS)}"
+class ServeConfig(yamlconf.Config):
+    """The service's file, as typed settings (the module docstring shows every key)."""
 
+    bootstrap: Text
+    db: Text
+    group: Text = "fabricwatch"
+    topology: Text | None = None
+    partitions: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 12
+    replication: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    max_records: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+    seal_every: Seconds = 60.0
+    seal_horizon: Seconds = 300.0
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+    engine: EngineConfig = msgspec.field(default_factory=EngineConfig)
+    detectors: dict[str, DetectorConfig] = msgspec.field(default_factory=dict)
+    runbooks: RunbooksConfig = msgspec.field(default_factory=RunbooksConfig)
+    alertmanager: Url | None = None
+    grafana: Url | None = None
+    runbook_url: Url | None = None
+    clock: Literal["wall", "telemetry"] = "wall"
 
-def _seconds(v: Any) -> str | None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
-    return None if ok else "must be a number of seconds ≥ 0"
-
-
-KEYS = {
-    "bootstrap": _str,
-    "db": _str,
-    "group": _str,
-    "topology": _str,
-    "partitions": _int(1, 10_000),
-    "replication": _int(1, 100),
-    "max_records": _int(1, 1_000_000),
-    "seal_every": _seconds,
-    "seal_horizon": _seconds,
-    "http": None,  # a mapping, checked below
-    "alertmanager": _url,
-    "grafana": _url,
-    "runbooks": _url,
-    "clock": _clock,
-}
-ONCALL_KEYS = ("alertmanager", "grafana", "runbooks", "clock")
-CLOCKS = ("wall", "telemetry")
-REQUIRED = ("bootstrap", "db")
-HTTP_KEYS = {"listen": _str, "port": _int(0, 65_535)}
+    def engine_config(self) -> EngineConfig:
+        """The engine's settings with the file's detector sections (``detectors:`` wins over ``engine:``)."""
+        return msgspec.structs.replace(self.engine, detectors={**self.engine.detectors, **self.detectors})
 
 
 def load_config(path: Path) -> tuple[Any, str, int]:
     """(process Settings, HTTP listen address, port) from the YAML file; every problem at once."""
     from fabricwatch.cli.process import Settings
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise InputError(f"{path}:{mark.line + 1}" if mark else str(path), f"invalid YAML: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"invalid YAML: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
+    data = yamlconf.load(path)
+    if not isinstance(data, dict):
         raise InputError(str(path), "must be a mapping of settings (bootstrap: ..., db: ...)")
-    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-    http_lines: dict[str, int] = {}
-    for k, v in node.value:
-        if getattr(k, "value", None) == "http" and isinstance(v, yaml.MappingNode):
-            http_lines = {hk.value: hk.start_mark.line + 1 for hk, _ in v.value if isinstance(hk, yaml.ScalarNode)}
-    errors: list[InputError] = []
-
-    def problem(key: str, message: str, line: int | None = None) -> None:
-        errors.append(InputError(f"{path}:{line or lines.get(key, 1)}", f"{key}: {message}"))
-
-    for key, value in data.items():
-        if key not in KEYS:
-            problem(str(key), f"unknown key (known: {', '.join(KEYS)})")
-        elif KEYS[key] is not None and (why := KEYS[key](value)):
-            problem(key, why)
-    for key in REQUIRED:
-        if key not in data:
-            errors.append(InputError(f"{path}:1", f"{key}: missing (required)"))
-    http = data.get("http", {})
-    if http is None:
-        http = {}
-    if not isinstance(http, dict):
-        problem("http", "must be a mapping (listen: ..., port: ...)")
-        http = {}
-    for key, value in http.items():
-        if key not in HTTP_KEYS:
-            problem(f"http.{key}", f"unknown key (known: {', '.join(HTTP_KEYS)})", http_lines.get(key))
-        elif why := HTTP_KEYS[key](value):
-            problem(f"http.{key}", why, http_lines.get(key))
-    if errors:
-        raise InputErrors(errors)
+    config = yamlconf.convert(data, ServeConfig, str(path))
 
     def relative(value: str) -> Path:
         p = Path(value)
         return p if p.is_absolute() else path.parent / p
 
     settings = Settings(
-        bootstrap=data["bootstrap"],
-        db=relative(data["db"]),
-        group=data.get("group", "fabricwatch"),
-        topology=relative(data["topology"]) if data.get("topology") else None,
-        partitions=data.get("partitions", 12),
-        replication=data.get("replication", 1),
-        max_records=data.get("max_records", 10_000),
-        seal_every=float(data.get("seal_every", 60.0)),
-        seal_horizon=float(data.get("seal_horizon", 300.0)),
+        bootstrap=config.bootstrap,
+        db=relative(config.db),
+        group=config.group,
+        topology=relative(config.topology) if config.topology else None,
+        partitions=config.partitions,
+        replication=config.replication,
+        max_records=config.max_records,
+        seal_every=float(config.seal_every),
+        seal_horizon=float(config.seal_horizon),
+        engine=config.engine_config(),
     )
-    return settings, http.get("listen", DEFAULT_LISTEN), http.get("port", DEFAULT_PORT)
+    return settings, config.http.listen, config.http.port
 
 
-def load_oncall(path: Path) -> dict[str, str]:
-    """The on-call settings of a config that :func:`load_config` has already checked."""
-    data = yaml.safe_load(path.read_text())
-    return {k: data[k] for k in ONCALL_KEYS if k in data}
-
-
-def attach_oncall(service: Any, options: dict[str, str]) -> Any:
+def attach_oncall(path: Path, service: Any) -> Any:
     """Health and incidents on /metrics, incidents to Alertmanager when configured (dashboards/surface.py)."""
     from fabricwatch.clock import VirtualClock, WallClock
     from fabricwatch.dashboards.alertmanager import AlertmanagerClient, Links
     from fabricwatch.dashboards.surface import OncallSurface
 
+    config = yamlconf.convert(yamlconf.load(path), ServeConfig, str(path))
     processor, registry = service.processor, service.metrics.registry
-    if options.get("clock") == "telemetry":
+    if config.clock == "telemetry":
         processor.clock = VirtualClock()  # the processor moves it to each tick's time (stream/processor.py)
     alerts = None
-    if "alertmanager" in options:
-        links = Links(
-            **{k: v for k, v in (("grafana", options.get("grafana")), ("runbook_base", options.get("runbooks"))) if v}
-        )
-        alerts = AlertmanagerClient(
-            options["alertmanager"], processor.topology, clock=WallClock(), registry=registry, links=links
-        )
+    if config.alertmanager:
+        links = Links(**{k: v for k, v in (("grafana", config.grafana), ("runbook_base", config.runbook_url)) if v})
+        alerts = AlertmanagerClient(config.alertmanager, processor.topology, clock=WallClock(), registry=registry,
+                                    links=links)  # fmt: skip
     surface = OncallSurface(processor.topology, registry, alerts=alerts)
     if processor.engine is not None:
         processor.engine = surface.wrap(processor.engine)
@@ -260,13 +213,14 @@ def run(args: argparse.Namespace) -> int:
 
     settings, listen, port = load_config(args.config)
     service = Service(settings)
-    surface = attach_oncall(service, load_oncall(args.config))
+    surface = attach_oncall(args.config, service)
     try:
         server = ThreadingHTTPServer((listen, port), make_handler(service))
     except OSError as exc:
         service.close()
         raise InputError(f"{args.config}: http", f"cannot listen on {listen}:{port}: {exc.strerror or exc}") from None
     server.daemon_threads = True
+    runbooks = start_runbooks(args.config, service)
     threading.Thread(target=server.serve_forever, name="fabricwatch-http", daemon=True).start()
     print(f"fabricwatch serve: http://{listen}:{server.server_address[1]}/metrics /healthz /readyz", file=sys.stderr)
     stop = threading.Event()
@@ -280,5 +234,20 @@ def run(args: argparse.Namespace) -> int:
             sender.join(3 * surface.alerts.timeout_s)
         server.shutdown()
         server.server_close()
+        if runbooks is not None:
+            runbooks.stop()
         service.close()
     return 0
+
+
+def start_runbooks(path: Path, service: Any) -> Any:
+    """The runbook worker when the config's ``runbooks`` section enables it (shadow mode by default)."""
+    section = yamlconf.convert(yamlconf.load(path), ServeConfig, str(path)).runbooks
+    if not section.enabled:
+        return None
+    from fabricwatch.runbooks.service import RunbookWorker, actions_producer
+
+    publish, bus = actions_producer(service.settings.bootstrap)
+    worker = RunbookWorker(service, section.to_dict(), path.parent, publish=publish, bus=bus)
+    print(f"fabricwatch serve: runbooks enabled, {worker.mode} mode", file=sys.stderr)
+    return worker

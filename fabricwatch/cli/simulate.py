@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
 from fabricwatch import faults, topology
 from fabricwatch.cli import non_negative_int, positive_float
+from fabricwatch.realistic import realistic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=positive_float, default=5.0, metavar="S", help="scrape interval (default 5)")
     p.add_argument("--seed", type=non_negative_int, metavar="N", help="random seed (overrides the fault file's)")
     p.add_argument("--out", type=Path, required=True, metavar="CAPTURE", help="capture file to write")
+    p.add_argument(
+        "--realistic",
+        action="store_true",
+        help="add production's mess: every pathology of DESIGN §4b at a plausible rate (the fault file's "
+        "own pathologies are replaced)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -35,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
     topo = topology.load(args.topology)
     plan = faults.load_plan(args.faults, topo) if args.faults else faults.FaultPlan(0, ())
     if args.seed is not None:
-        plan = faults.FaultPlan(args.seed, plan.faults)
+        plan = dataclasses.replace(plan, seed=args.seed)
+    if args.realistic:
+        plan = dataclasses.replace(plan, pathologies=tuple(realistic(topo, plan.seed, args.duration)))
     started = time.perf_counter()
     written = simulate_capture(topo, plan, args.duration, args.interval, args.out, progress=not args.quiet)
     print(
         f"wrote {args.out}: {written} messages, {args.duration:g} s simulated in "
-        f"{time.perf_counter() - started:.1f} s ({len(plan.faults)} faults, seed {plan.seed})",
+        f"{time.perf_counter() - started:.1f} s ({len(plan.faults)} faults, {len(plan.pathologies)} pathologies, "
+        f"seed {plan.seed})",
         file=sys.stderr,
     )
     return 0

@@ -18,7 +18,7 @@ from fabricwatch.collectors.ethtool import EthtoolSource
 from fabricwatch.collectors.fetch import PartialScrape, ScrapeError
 from fabricwatch.collectors.gnmi import GnmiSource
 from fabricwatch.collectors.nvidia_smi import NvidiaSmiSource
-from fabricwatch.collectors.toolsource import Options
+from fabricwatch.collectors.toolsource import Options, ToolSource
 from fabricwatch.collectors.values import message
 from tests.conftest import GOLDEN
 
@@ -49,13 +49,13 @@ esac
     )
 
 
-def opts(**extra) -> Options:
-    return Options(host="node007", timeout_s=5.0, extra=extra)
+def opts(cls: type[ToolSource], **options) -> Options:
+    return Options.from_config(cls.Config(host="node007", timeout_s=5.0, **options))
 
 
 def test_ethtool_runs_three_commands_per_interface_and_keeps_what_it_read(tmp_path):
     tool = fake_ethtool(tmp_path)
-    source = EthtoolSource(opts(iface=["eth2", "eth3"], ethtool=str(tool)))
+    source = EthtoolSource(opts(EthtoolSource, iface=("eth2", "eth3"), ethtool=str(tool)))
     with pytest.raises(PartialScrape) as info:
         source.scrape(TS)
     assert info.value.reason == "exit_status" and "ethtool -m eth3" in str(info.value)
@@ -71,14 +71,14 @@ def test_ethtool_runs_three_commands_per_interface_and_keeps_what_it_read(tmp_pa
 
 def test_a_tool_that_hangs_is_a_timeout(tmp_path):
     tool = script(tmp_path, "nvidia-smi", "sleep 5\n")
-    source = NvidiaSmiSource(Options(host="node007", timeout_s=0.2, extra={"nvidia_smi": str(tool)}))
+    source = NvidiaSmiSource.build(NvidiaSmiSource.Config(host="node007", timeout_s=0.2, nvidia_smi=str(tool)))
     with pytest.raises(ScrapeError) as info:
         source.scrape(TS)
     assert info.value.reason == "timeout" and "0.2s" in str(info.value)
 
 
 def test_a_missing_tool_is_missing_tool(tmp_path):
-    source = NvidiaSmiSource(Options(host="node007", extra={"nvidia_smi": str(tmp_path / "absent")}))
+    source = NvidiaSmiSource.build(NvidiaSmiSource.Config(host="node007", nvidia_smi=str(tmp_path / "absent")))
     with pytest.raises(ScrapeError) as info:
         source.scrape(TS)
     assert info.value.reason == "missing_tool"
@@ -88,7 +88,9 @@ def test_gnmi_runs_gnmic_get_without_secrets_on_the_command_line(tmp_path, monke
     fixture = GOLDEN / "gnmi" / "openconfig-gnmic-get" / "gnmic-get.json"
     tool = script(tmp_path, "gnmic", f'printf "%s\\n" "$@" > {tmp_path}/argv\ncat {fixture}\n')
     monkeypatch.setenv("GNMIC_PASSWORD", "s3cret")  # gnmic reads it itself
-    source = GnmiSource(opts(target="leaf1-0:6030", gnmic=str(tool), skip_verify=True, port_style="generic"))
+    source = GnmiSource(
+        opts(GnmiSource, target="leaf1-0:6030", gnmic=str(tool), skip_verify=True, port_style="generic")
+    )
     kinds = [m.kind for m in source.scrape(TS)]
     argv = (tmp_path / "argv").read_text().split()
     assert argv[:5] == ["-a", "leaf1-0:6030", "--format", "json", "--skip-verify"]

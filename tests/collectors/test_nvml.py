@@ -11,7 +11,6 @@ from fabricwatch import schema
 from fabricwatch.collectors import nvidia_smi
 from fabricwatch.collectors.fetch import PartialScrape
 from fabricwatch.collectors.nvml import NvmlReader, NvmlSource
-from fabricwatch.collectors.toolsource import Options
 from fabricwatch.errors import InputError
 from tests.collectors.fake_pynvml import A100, T4, FakeNvml
 from tests.conftest import GOLDEN
@@ -88,7 +87,7 @@ def test_no_driver_is_one_clear_error():
 def test_missing_bindings_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(InputError, match="nvidia-ml-py is not installed"):
-        NvmlSource(Options(host="node007"))
+        NvmlSource.build(NvmlSource.Config(host="node007"))
 
 
 def test_collect_on_this_host_without_driver_exits_2(fw):

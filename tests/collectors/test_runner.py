@@ -31,7 +31,7 @@ class Scripted(Source):
         self.times: list[float] = []
 
     @classmethod
-    def from_args(cls, args):  # pragma: no cover - not built from a command line
+    def build(cls, config):  # pragma: no cover - built from its script, not from a config
         raise NotImplementedError
 
     def scrape(self, now):

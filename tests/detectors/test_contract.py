@@ -1,18 +1,26 @@
 """One contract for every registered detector (STYLE item 9): what the engine relies on.
 
 No input mutation; empty and missing data are fine; the same windows give the same findings;
-learnt state round-trips through JSON; findings are well-formed and JSON-able.
+learnt state round-trips through JSON; findings are well-formed and JSON-able. Each declares the
+symptoms it emits (and emits no other), every one of them read by a correlation rule, and carries a
+frozen config that rejects unknown keys.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
 
 from fabricwatch.detectors.base import DETECTORS, Detector, detector_class
+from fabricwatch.detectors.config import DetectorConfig, EngineConfig
+from fabricwatch.detectors.correlate import CONSUMED, Correlator
+from fabricwatch.detectors.engine import DetectionEngine
+from fabricwatch.errors import InputError
 from fabricwatch.faults import ENTITIES
 from fabricwatch.incident import SEVERITIES
 from fabricwatch.records import Finding, Window
@@ -127,12 +135,67 @@ def test_state_round_trips_through_json(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_findings_are_well_formed(name: str) -> None:
-    for t, found in zip(TICKS, run(detector_class(name)()), strict=True):
+    detector = detector_class(name)()
+    for t, found in zip(TICKS, run(detector), strict=True):
         for f in found:
             assert f.detector == name
+            assert f.symptom in detector.emits, f"{name} emits {f.symptom!r} but does not declare it"
             assert f.entity in ENTITIES and f.severity in SEVERITIES and f.id
             assert f.first_seen <= f.last_seen <= TIMELINE.start + t
             assert f.first_seen >= TIMELINE.start + t - 60 - 300  # window (or, for flaps, memory) bounded
             assert np.isfinite(f.score)
             json.dumps([f.evidence, f.attrs])  # JSON-able as stored by the processor
             assert all("metric" in e for e in f.evidence)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_emitted_symptom_is_consumed_by_a_correlation_rule(name: str) -> None:
+    """A symptom no rule reads would never become an incident: declare a rule for it (CONSUMES)."""
+    emits = detector_class(name).emits
+    assert emits, f"{name} declares no symptoms"
+    assert sorted(emits - CONSUMED) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_is_frozen_typed_and_rejects_unknown_keys(name: str) -> None:
+    cls = detector_class(name)
+    assert issubclass(cls.Config, DetectorConfig) and cls.Config is not DetectorConfig
+    config = cls.Config()
+    with pytest.raises(AttributeError):
+        config.enabled = False  # type: ignore[misc]
+    assert msgspec.convert(config.to_dict(), cls.Config) == config
+    with pytest.raises(InputError, match=rf"detectors\.{name}\.no_such_threshold: unknown key"):
+        EngineConfig.from_dict({"detectors": {name: {"no_such_threshold": 1}}})
+
+
+class Misspelt(Detector):
+    """Emits a symptom no rule reads, as a detector with a typo would."""
+
+    name = "misspelt"
+    emits = frozenset({"gpu_hott"})
+
+    def detect(self, window: Window) -> list[Finding]:
+        return [
+            Finding(detector=self.name, symptom="gpu_hott", entity="gpu", id=g, first_seen=window.end,
+                    last_seen=window.end, severity="major")
+            for g in ("node000/gpu0", "node000/gpu1")
+        ]  # fmt: skip
+
+
+def test_an_unconsumed_finding_is_counted_and_logged_once(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setitem(DETECTORS, "misspelt", f"{__name__}:Misspelt")
+    engine = DetectionEngine(TOPO, EngineConfig.only(["misspelt", "gpu_xid"]))
+    with caplog.at_level(logging.WARNING, logger="fabricwatch.detectors.correlate"):
+        for t in (120, 130, 140):
+            assert engine.run(TIMELINE.window(t), TIMELINE.start + t) == []
+            assert engine.unconsumed == {"gpu_hott": 2}
+    warnings = [r.getMessage() for r in caplog.records if "gpu_hott" in r.getMessage()]
+    assert len(warnings) == 1 and "misspelt" in warnings[0] and "no correlation rule" in warnings[0]
+
+
+def test_consumed_symptoms_are_not_counted() -> None:
+    correlator = Correlator(TOPO)
+    findings = [f for found in run(detector_class("gpu_xid")()) for f in found]
+    assert findings
+    correlator.correlate(findings)
+    assert correlator.unconsumed == {}

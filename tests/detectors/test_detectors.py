@@ -14,7 +14,8 @@ import pytest
 
 from fabricwatch import topology
 from fabricwatch.detectors.base import detector_class
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.config import DetectorConfig
+from fabricwatch.detectors.gpu_xid import GpuXid
 from fabricwatch.records import Finding, Window
 from tests.detectors.synth import T0, Timeline
 
@@ -28,7 +29,7 @@ BYTES_PER_S = 400e9 / 8
 LOOP0 = TOPO.gpus_of_loop("cl00")
 
 
-def findings_at(name: str, edit: Callable[[Timeline], None], at: float = 180.0, config: EngineConfig | None = None,
+def findings_at(name: str, edit: Callable[[Timeline], None], at: float = 180.0, config: DetectorConfig | None = None,
                 packets: bool = True, step: float = 5.0,
                 cut: Callable[[Window], Window] = lambda w: w) -> list[Finding]:  # fmt: skip
     """Run detector ``name`` every 10 s up to ``at`` over an edited healthy timeline (scraped every
@@ -346,7 +347,7 @@ def test_gpu_hot_carries_thermal_throttle_evidence_and_escalates() -> None:
 
 def test_xid_ignored_by_config_does_not_page() -> None:
     found = findings_at("gpu_xid", lambda tl: tl.put("gpu", "xid", 13, start=150, device=GPU),
-                        config=EngineConfig(xid_ignore=(13,)))  # fmt: skip
+                        config=GpuXid.Config(xid_ignore=(13,)))  # fmt: skip
     assert found == []
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from fabricwatch.detectors import base
-from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.base import Detector, detector_class
+from fabricwatch.detectors.config import DetectorConfig, EngineConfig
 from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.errors import InputError
 from fabricwatch.faults import CAUSES
@@ -240,6 +240,7 @@ def test_findings_of_the_last_tick_are_kept_for_the_processor() -> None:
 
 class Boom(Detector):
     name = "boom"
+    emits = frozenset()
 
     def detect(self, window: Window) -> list[Finding]:
         raise ValueError("bad corner of the data")
@@ -247,7 +248,7 @@ class Boom(Detector):
 
 def test_a_failing_detector_is_reported_and_the_others_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(base.DETECTORS, "boom", f"{__name__}:Boom")
-    engine = DetectionEngine(TOPO, EngineConfig(detectors=("boom", "gpu_xid")))
+    engine = DetectionEngine(TOPO, EngineConfig.only(["boom", "gpu_xid"]))
     tl = Timeline(TOPO, duration=120, seed=1)
     xid(tl)
     engine.run(tl.window(120), tl.start + 120)
@@ -257,12 +258,16 @@ def test_a_failing_detector_is_reported_and_the_others_still_run(monkeypatch: py
 
 CONFIG_ERRORS = [
     # mapping, the message the one error line must carry
-    ({"gpu_hot_C": 85}, "unknown key(s) gpu_hot_C"),
-    ({"gpu_hot_c": "hot"}, "gpu_hot_c must be a number"),
-    ({"loss_min_frames": 2.5}, "loss_min_frames must be an integer"),
-    ({"detectors": "gpu_temp"}, "detectors must be a list"),
-    ({"window_s": 0}, "window_s must be > 0"),
+    ({"detectors": {"gpu_temp": {"gpu_hot_C": 85}}}, "detectors.gpu_temp.gpu_hot_C: unknown key (known: enabled, "),
+    ({"detectors": {"gpu_temp": {"gpu_hot_c": "hot"}}}, "detectors.gpu_temp.gpu_hot_c: must be a number, not 'hot'"),
+    ({"detectors": {"packet_loss": {"loss_min_frames": 2.5}}}, "loss_min_frames: must be an integer, not 2.5"),
+    ({"detectors": ["gpu_temp"]}, "detectors: must be a mapping"),
+    ({"detectors": {"gpu_tmp": {}}}, "detectors.gpu_tmp: unknown key (known: congestion, cooling_loop, "),
+    ({"detectors": {"gpu_xid": {"enabled": "no"}}}, "detectors.gpu_xid.enabled: must be true or false"),
+    ({"detectors": {"link_state": {"flap_memory_s": 0}}}, "flap_memory_s: must be a number > 0, not 0"),
+    ({"window_s": 0}, "window_s: must be a number > 0"),
     ({"recent_s": 90}, "recent_s (90) must not exceed window_s (60)"),
+    ({"gpu_hot_c": 85}, "gpu_hot_c: unknown key (known: window_s, "),  # thresholds live with their detector
 ]
 
 
@@ -274,10 +279,17 @@ def test_config_rejects_bad_keys_with_one_clear_line(mapping: dict, message: str
 
 
 def test_config_from_dict_and_unknown_detector() -> None:
-    cfg = EngineConfig.from_dict({"gpu_hot_c": 83, "detectors": ["gpu_temp"], "xid_ignore": [13]})
-    assert (cfg.gpu_hot_c, cfg.detectors, cfg.xid_ignore) == (83.0, ("gpu_temp",), (13,))
+    cfg = EngineConfig.from_dict(
+        {"detectors": {"gpu_temp": {"gpu_hot_c": 83}, "gpu_xid": {"xid_ignore": [13]}, "pfc_storm": {"enabled": False}}}
+    )
+    assert (cfg.detector("gpu_temp").gpu_hot_c, cfg.detector("gpu_xid").xid_ignore) == (83.0, (13,))
+    assert "pfc_storm" not in cfg.enabled() and "gpu_temp" in cfg.enabled()
+    assert cfg.detector("congestion") == detector_class("congestion").Config()  # not named: its defaults
     assert EngineConfig.from_dict(cfg.to_dict()) == cfg
+    engine = DetectionEngine(TOPO, cfg)
+    assert "pfc_storm" not in {d.name for d in engine.detectors}
+    assert next(d for d in engine.detectors if d.name == "gpu_temp").config.gpu_hot_c == 83.0
     with pytest.raises(InputError, match="unknown detector 'nope'"):
-        DetectionEngine(TOPO, EngineConfig(detectors=("nope",)))
+        DetectionEngine(TOPO, EngineConfig(detectors={"nope": DetectorConfig()}))
     with pytest.raises(InputError, match="engine snapshot"):
         DetectionEngine(TOPO).restore({"version": 99})

@@ -69,10 +69,11 @@ def test_score_library_prints_a_table_and_json(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("description: x\ntopology: {gpus: 16}\nduration: 60\nfautls: []\n", "unknown key(s) fautls"),
-        ("description: x\ntopology: {gpus: 15}\nduration: 60\n", "topology: "),
-        ("description: x\ntopology: {gpus: 16}\nduration: -1\n", "duration: must be a number of seconds > 0"),
-        ("topology: {gpus: 16}\nduration: 60\n", "description: say in words"),
+        ("description: x\ntopology: {gpus: 16}\nduration: 60\nfautls: []\n", ":4: fautls: unknown key"),
+        ("description: x\ntopology: {gpus: 15}\nduration: 60\n", ":2: topology: "),
+        ("description: x\ntopology: {gpus: 16, rails: 6}\nduration: 60\n", "topology.rails: must be"),
+        ("description: x\ntopology: {gpus: 16}\nduration: -1\n", ":3: duration: must be"),
+        ("topology: {gpus: 16}\nduration: 60\n", "description: missing"),
         (
             "description: x\ntopology: {gpus: 16}\nduration: 60\nfaults:\n  - {cause: link_down, link: L99999}\n",
             ":5: faults[0]",
@@ -90,3 +91,20 @@ def test_score_needs_either_a_library_or_incidents_and_truth(tmp_path, capsys) -
     assert main(["score"]) == 2
     assert "--library DIR" in capsys.readouterr().err
     assert main(["score", "x.json", "--library", str(tmp_path)]) == 2
+
+
+def test_a_recorded_capture_joins_the_library_as_it_is(tmp_path, capsys) -> None:
+    """A live recording, labelled, is a scenario of its own: scored from its header, never re-simulated."""
+    shutil.copy(LIBRARY / "link-down-host.jsonl.gz", tmp_path / "inc-42.jsonl.gz")
+    (tmp_path / "inc-42.yaml").write_text("description: a link went dark at 03:10 (INC-42)\nrecorded: true\n")
+    data = (tmp_path / "inc-42.jsonl.gz").read_bytes()
+    (scenario,) = library.scenarios(tmp_path)
+    library.build(scenario)
+    assert (tmp_path / "inc-42.jsonl.gz").read_bytes() == data
+    assert json.loads((tmp_path / "inc-42.expected.json").read_text()) == json.loads(
+        (LIBRARY / "link-down-host.expected.json").read_text()
+    )
+    assert library.run_scenario(scenario).passed
+    (tmp_path / "inc-42.yaml").write_text("description: x\nrecorded: true\nfaults: []\n")
+    assert main(["score", "--library", str(tmp_path)]) == 2
+    assert "takes its topology and faults from its capture" in capsys.readouterr().err

@@ -93,12 +93,17 @@ def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path,
             # the fault's first 130 s: the incident opens and pages
             produce_all(kafka.bootstrap, [r for s in scrapes[:27] for r in outgoing_batched(s, topo)])
             wait_until("a firing notification", lambda: notified("firing"), 90)
-            wait_until(
-                "Prometheus to scrape the incident",
-                lambda: [r["metric"]["location"] for r in promql(prom, "fabricwatch_incident_active")] == ["L00003"],
-                30,
-            )
-            assert promql(prom, 'up{job="fabricwatch"}')[0]["value"][1] == "1"
+            seen: list[list[str]] = [[]]
+
+            def scraped_incident() -> bool:
+                seen[0] = [r["metric"]["location"] for r in promql(prom, "fabricwatch_incident_active")]
+                return seen[0] == ["L00003"]
+
+            try:
+                wait_until("Prometheus to scrape the incident", scraped_incident, 60)
+            except AssertionError:
+                raise AssertionError(f"Prometheus saw incidents at {seen[0]}, notified {notifications}") from None
+            assert promql(prom, 'max_over_time(up{job="fabricwatch"}[1m])')[0]["value"][1] == "1"
             # every metric a dashboard or a rule queries is in serve's real scrape
             with urllib.request.urlopen(f"http://127.0.0.1:{serve_port}/metrics", timeout=10) as r:
                 scraped = {f.name for f in text_string_to_metric_families(r.read().decode())}
@@ -108,7 +113,7 @@ def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path,
             # the rest: the link comes back, the incident resolves and stops being exported
             produce_all(kafka.bootstrap, [r for s in scrapes[27:] for r in outgoing_batched(s, topo)])
             wait_until("a resolved notification", lambda: notified("resolved"), 90)
-            wait_until("the incident to leave /metrics", lambda: not promql(prom, "fabricwatch_incident_active"), 30)
+            wait_until("the incident to leave /metrics", lambda: not promql(prom, "fabricwatch_incident_active"), 60)
         finally:
             assert stop_process(proc, 30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
             log.close()

@@ -55,7 +55,9 @@ def test_record_then_replay_gives_the_rows_that_were_produced(kafka, tmp_path, p
 
     def ready() -> bool:
         log.seek(0)
-        return "reading" in log.read()
+        text = log.read()
+        assert proc.poll() is None, f"the recorder exited: {text}"
+        return "reading" in text
 
     wait_until(ready, 60, "the recorder to be assigned its partitions")
 

@@ -11,6 +11,7 @@ import pytest
 
 import fabricwatch.cli as cli
 from fabricwatch import schema, topology
+from fabricwatch.cli.collect import build_source
 from fabricwatch.collectors.base import source_class
 from fabricwatch.errors import InputError
 from fabricwatch.replay.capture import open_capture
@@ -153,7 +154,7 @@ def test_sim_source_scrapes_at_the_callers_time(cluster, tmp_path) -> None:
     cls.add_arguments(parser)
     args = parser.parse_args(["--topology", str(cluster), "--faults", str(faults)])
     args.interval = 10.0
-    source = cls.from_args(args)
+    source = build_source(cls, args)
     assert source.simulator.seed == 7 and source.simulator.interval == 10.0
     first = source.scrape(1800000000.0)
     second = source.scrape(1800000010.5)
@@ -161,13 +162,13 @@ def test_sim_source_scrapes_at_the_callers_time(cluster, tmp_path) -> None:
     assert {m.seq for m in second if m.kind == "gpu"} == {1}
     assert source.simulator.t == 10.0
     args.seed = 3
-    assert cls.from_args(args).simulator.seed == 3
+    assert build_source(cls, args).simulator.seed == 3
     source.close()
 
 
 def test_sim_source_needs_a_topology() -> None:
     with pytest.raises(InputError) as err:
-        source_class("sim").from_args(argparse.Namespace(topology=None, faults=None, seed=None))
+        build_source(source_class("sim"), argparse.Namespace(topology=None, faults=None, seed=None))
     assert err.value.place == "--topology"
 
 

@@ -22,6 +22,7 @@ class RecordingEngine:
         self.calls: list[tuple[float, float, float, int]] = []
         self.findings = []
         self.errors = []
+        self.unconsumed = {}
 
     def snapshot(self):
         return {"calls": len(self.calls)}
@@ -187,6 +188,21 @@ def test_a_detector_failing_inside_the_engine_is_counted(store):
         p.handle([rec(gpu_message(i * 10, i), i)])
     assert p.metrics.registry.get_sample_value("fabricwatch_errors_total", {"stage": "detect"}) >= 2
     assert store.count("gpu") == 8
+
+
+def test_findings_no_rule_reads_are_counted_by_symptom(store):
+    class Unread(RecordingEngine):
+        def run(self, window, now):
+            self.unconsumed = {"gpu_hott": 2}  # a misspelt symptom: no incident, but never silent
+            return super().run(window, now)
+
+    p = Processor(schema_topology(), store, clock=VirtualClock(), engine=Unread())
+    for i in range(4):
+        p.handle([rec(gpu_message(i * 10, i), i)])
+    ticks = p.metrics.registry.get_sample_value("fabricwatch_detection_ticks_total")
+    assert ticks >= 2
+    counted = p.metrics.registry.get_sample_value("fabricwatch_unconsumed_findings_total", {"symptom": "gpu_hott"})
+    assert counted == 2 * ticks
 
 
 def test_detection_state_survives_a_restart(tmp_path):

@@ -1,0 +1,161 @@
+"""What ``fabricwatch.telemetry/v1`` holds (DESIGN §3): the kinds, their key and value columns with
+types and physical ranges, and the topic each kind travels on.
+
+Everything else in the package reads these tables; nothing here decodes or validates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA = "fabricwatch.telemetry/v1"
+TS_MIN, TS_MAX = 0.0, 4102444800.0  # the epoch .. 2100-01-01
+MAX_ROWS = 1_000_000
+COUNTER_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: str  # "str", "float", "int"
+    low: float = -math.inf
+    high: float = math.inf
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return {"str": pa.string(), "float": pa.float64(), "int": pa.int64()}[self.type]
+
+    @property
+    def duckdb_type(self) -> str:
+        return {"str": "VARCHAR", "float": "DOUBLE", "int": "BIGINT"}[self.type]
+
+
+def _counter(name: str) -> Column:
+    return Column(name, "int", 0, COUNTER_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    kind: str
+    keys: tuple[Column, ...]
+    values: tuple[Column, ...]
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return self.keys + self.values
+
+    @property
+    def topic(self) -> str:
+        return topic_of(self.kind)
+
+    def column(self, name: str) -> Column | None:
+        return COLUMN_BY_NAME[self.kind].get(name)
+
+
+DBM = (-60.0, 20.0)  # loss of light reads about -40 dBm; no module transmits over +20 dBm
+TEMP = (-60.0, 200.0)
+
+KINDS: dict[str, KindSpec] = {
+    spec.kind: spec
+    for spec in (
+        KindSpec(
+            "gpu",
+            (Column("device", "str"),),
+            (
+                Column("util_pct", "float", 0, 100),
+                Column("mem_util_pct", "float", 0, 100),
+                Column("temp_c", "float", *TEMP),
+                Column("mem_temp_c", "float", *TEMP),
+                Column("power_w", "float", 0, 10_000),
+                Column("power_limit_w", "float", 0, 10_000),
+                Column("sm_clock_mhz", "float", 0, 100_000),
+                Column("throttle_mask", "int", 0, COUNTER_MAX),
+                Column("xid", "int", 0, 2**31 - 1),
+                _counter("ecc_dbe_total"),
+                _counter("pcie_replay_total"),
+            ),
+        ),
+        KindSpec(
+            "optical",
+            (Column("port", "str"), Column("lane", "int", 0, 63)),
+            (
+                Column("tx_power_dbm", "float", *DBM),
+                Column("rx_power_dbm", "float", *DBM),
+                Column("bias_ma", "float", 0, 1000),
+                Column("module_temp_c", "float", *TEMP),
+                Column("voltage_v", "float", 0, 20),
+            ),
+        ),
+        KindSpec(
+            "port",
+            (Column("port", "str"),),
+            (
+                Column("state", "int", 0, 1),
+                Column("speed_gbps", "float", 0, 10_000),
+                _counter("rx_bytes_total"),
+                _counter("tx_bytes_total"),
+                _counter("rx_crc_errors_total"),
+                _counter("symbol_errors_total"),
+                _counter("fec_corrected_total"),
+                _counter("fec_uncorrectable_total"),
+                Column("pre_fec_ber", "float", 0, 1),
+                _counter("link_down_total"),
+                _counter("rx_pause_total"),
+                _counter("tx_pause_total"),
+                _counter("ecn_marked_total"),
+                _counter("tx_drops_total"),
+                Column("queue_depth_bytes", "int", 0, 2**40),
+                # Extensions (optional): frame counters, so loss can be a ratio of frames.
+                _counter("rx_packets_total"),
+                _counter("tx_packets_total"),
+            ),
+        ),
+        KindSpec(
+            "switch",
+            (Column("device", "str"),),
+            (
+                Column("asic_temp_c", "float", *TEMP),
+                Column("fan_min_rpm", "float", 0, 1_000_000),
+                Column("psu_ok", "int", 0, 1),
+            ),
+        ),
+        KindSpec(
+            "module",
+            (Column("port", "str"),),
+            (
+                Column("media", "str"),
+                Column("vendor", "str"),
+                Column("part_number", "str"),
+                Column("lanes", "int", 1, 64),
+                Column("rx_power_low_alarm_dbm", "float", *DBM),
+                Column("rx_power_low_warn_dbm", "float", *DBM),
+                Column("rx_power_high_alarm_dbm", "float", *DBM),
+                Column("tx_power_low_alarm_dbm", "float", *DBM),
+                Column("tx_power_low_warn_dbm", "float", *DBM),
+                Column("bias_high_alarm_ma", "float", 0, 1000),
+                Column("bias_high_warn_ma", "float", 0, 1000),
+                Column("temp_high_alarm_c", "float", *TEMP),
+                Column("temp_high_warn_c", "float", *TEMP),
+            ),
+        ),
+    )
+}
+
+# kind → column name → Column (its keys() are the names a kind knows)
+COLUMN_BY_NAME: dict[str, dict[str, Column]] = {kind: {c.name: c for c in spec.columns} for kind, spec in KINDS.items()}
+
+TOPIC_PREFIX = "fabricwatch.telemetry."
+TOPIC_FINDINGS = "fabricwatch.findings"
+TOPIC_INCIDENTS = "fabricwatch.incidents"
+TOPIC_DEADLETTER = "fabricwatch.deadletter"
+
+
+def topic_of(kind: str) -> str:
+    return TOPIC_PREFIX + kind
+
+
+TELEMETRY_TOPICS = tuple(topic_of(k) for k in KINDS)
+ALL_TOPICS = (*TELEMETRY_TOPICS, TOPIC_FINDINGS, TOPIC_INCIDENTS, TOPIC_DEADLETTER)
