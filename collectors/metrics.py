@@ -2,9 +2,16 @@
 
 Every numeric column becomes a family ``fabricwatch_<kind>_<column>`` labelled by ``source`` and the
 kind's key columns (``device``, or ``port`` and ``lane``); ``_total`` columns are counters, the rest
-gauges. The text columns of ``module`` rows become ``fabricwatch_module_info{port, media, vendor,
-part_number} 1``. A null value is left out (no sample), never exported as a number. The latest message
-of each (source, kind) replaces the previous one, so a port that disappears stops being exported.
+gauges. Names follow Prometheus conventions, in base units (:func:`base_unit`): ``temp_c`` is exported
+as ``temp_celsius``, ``power_w`` as ``power_watts``, ``sm_clock_mhz`` as ``sm_clock_hertz`` (× 1e6),
+``bias_ma`` as ``bias_amperes``, ``util_pct`` as ``util_ratio``, ``speed_gbps`` as
+``speed_bits_per_second``. The names of the previous release (``fabricwatch_gpu_temp_c``, ...) are
+exported beside them, unchanged, for one more release: the seeds' ``br-monitor --output prometheus``
+users have dashboards on them (``legacy_names=False`` drops them).
+
+The text columns of ``module`` rows become ``fabricwatch_module_info{port, media, vendor, part_number} 1``.
+A null value is left out (no sample), never exported as a number. The latest message of each
+(source, kind) replaces the previous one, so a port that disappears stops being exported.
 
 The collector's own health: ``fabricwatch_collector_scrapes_total{source}``,
 ``fabricwatch_collector_scrape_failures_total{source, reason}`` and
@@ -22,13 +29,39 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from fabricwatch.schema import KINDS, Message
 
+# column suffix → (Prometheus base-unit suffix, factor to base units); a factor below 1 is applied as a
+# division by its inverse, so 95 % is exported as 0.95, not 0.9500000000000001
+BASE_UNITS = {
+    "_c": ("_celsius", 1.0),
+    "_w": ("_watts", 1.0),
+    "_mhz": ("_hertz", 1e6),
+    "_ma": ("_amperes", 1e-3),
+    "_v": ("_volts", 1.0),
+    "_pct": ("_ratio", 0.01),
+    "_gbps": ("_bits_per_second", 1e9),
+}
+
+
+def _scaled(value: float, factor: float) -> float:
+    return value if factor == 1.0 else value * factor if factor > 1 else value / round(1 / factor)
+
+
+def base_unit(column: str) -> tuple[str, float]:
+    """A column's Prometheus name stem and the factor to its base unit: ``sm_clock_mhz`` →
+    ``('sm_clock_hertz', 1e6)``; a column already in a base unit (or unitless) is unchanged."""
+    for suffix, (unit, factor) in BASE_UNITS.items():
+        if column.endswith(suffix):
+            return column.removesuffix(suffix) + unit, factor
+    return column, 1.0
+
 
 class TelemetryCollector:
     """A prometheus-client custom collector over the latest message of each (source, kind)."""
 
-    def __init__(self) -> None:
+    def __init__(self, legacy_names: bool = True) -> None:
         self._latest: dict[tuple[str, str], Message] = {}
         self._lock = threading.Lock()
+        self.legacy_names = legacy_names
 
     def update(self, messages: list[Message]) -> None:
         with self._lock:
@@ -45,22 +78,22 @@ class TelemetryCollector:
             for col in spec.values:
                 if col.type == "str":
                     continue
-                if col.name.endswith("_total"):
-                    family: Any = CounterMetricFamily(
-                        f"fabricwatch_{kind}_{col.name.removesuffix('_total')}", f"{kind} {col.name}", labels=labels
-                    )
-                else:
-                    family = GaugeMetricFamily(f"fabricwatch_{kind}_{col.name}", f"{kind} {col.name}", labels=labels)
-                for m in messages:
-                    values = m.rows.get(col.name)
-                    if values is None:
-                        continue
-                    key_values = [m.rows[k] for k in keys]
-                    for i, value in enumerate(values):
-                        if value is not None:
-                            family.add_metric([m.source, *(str(kv[i]) for kv in key_values)], value)
-                if family.samples:
-                    yield family
+                stem, factor = base_unit(col.name)
+                names = [(stem, factor)]
+                if self.legacy_names and stem != col.name:
+                    names.append((col.name, 1.0))  # the previous release's name, for one more release
+                for name, scale in names:
+                    family = self._family(kind, name, col.name, labels, legacy=name != stem)
+                    for m in messages:
+                        values = m.rows.get(col.name)
+                        if values is None:
+                            continue
+                        key_values = [m.rows[k] for k in keys]
+                        for i, value in enumerate(values):
+                            if value is not None:
+                                family.add_metric([m.source, *(str(kv[i]) for kv in key_values)], _scaled(value, scale))
+                    if family.samples:
+                        yield family
             text_cols = [c.name for c in spec.values if c.type == "str"]
             if text_cols:
                 info = GaugeMetricFamily(
@@ -76,6 +109,13 @@ class TelemetryCollector:
                         )
                 if info.samples:
                     yield info
+
+    @staticmethod
+    def _family(kind: str, name: str, column: str, labels: list[str], legacy: bool) -> Any:
+        help_ = f"{kind} {column}" + (f" (deprecated name: use {base_unit(column)[0]})" if legacy else "")
+        if name.endswith("_total"):
+            return CounterMetricFamily(f"fabricwatch_{kind}_{name.removesuffix('_total')}", help_, labels=labels)
+        return GaugeMetricFamily(f"fabricwatch_{kind}_{name}", help_, labels=labels)
 
 
 class CollectorMetrics:

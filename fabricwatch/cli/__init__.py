@@ -30,6 +30,8 @@ COMMANDS = [
     "serve",
     "record",
     "runbook",
+    "forensics",
+    "dashboards",
 ]
 
 

@@ -6,6 +6,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from fabricwatch.cli.output import console
 from fabricwatch.errors import InputError
 
 
@@ -52,7 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from fabricwatch.replay.capture import open_capture
@@ -64,7 +64,7 @@ def run_info(args: argparse.Namespace) -> int:
         topics[rec.topic] += 1
         first = rec.ts if first is None else min(first, rec.ts)
         last = rec.ts if last is None else max(last, rec.ts)
-    out = Console()
+    out = console()
     out.print(f"[bold]{args.capture}[/]: {cap.topology.summary()}")
     span = f"{last - first:.0f} s" if first is not None else "empty"
     out.print(f"records: {sum(topics.values()):,} over {span}; bad lines: {len(cap.errors)}")

@@ -123,6 +123,7 @@ class Service:
         self.ready = False
         self.on_incident: Any = None  # called with every incident change after it is stored (serve's runbooks)
         topo = topo_mod.load(settings.topology)
+        self.topology = topo
         try:
             self.store = Store(settings.db, group=settings.group)
         except (duckdb.Error, OSError) as exc:

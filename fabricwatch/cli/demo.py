@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from fabricwatch.cli import non_negative_int, positive_float
+from fabricwatch.cli.output import console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     faults = list(load_plan(args.faults, topo).faults) if args.faults else default_faults(topo)
     for path in (args.db, Path(f"{args.db}.wal")):
         path.unlink(missing_ok=True)
-    out = Console()
+    out = console()
     out.print(f"[bold]fabricwatch demo[/]: {topo.summary()}")
     for f in faults:
         out.print(f"  injecting [bold]{f.cause}[/] at {f.spec.located_at} {f.target} from t+{f.start:.0f}s")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
+from fabricwatch.cli.output import console
 from fabricwatch.errors import InputError
 
 
@@ -24,8 +26,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+READ_ONLY = ("SELECT", "EXPLAIN")  # DuckDB statement types that only read (WITH, FROM, SHOW, DESCRIBE: SELECT)
+ALLOWED = "fabricwatch query runs only SELECT (WITH, FROM, SHOW, DESCRIBE, SUMMARIZE) and EXPLAIN"
+_COMMENTS = re.compile(r"/\*.*?\*/|--[^\n]*", re.S)
+_EXPLAIN = re.compile(r"^\s*(?:/\*.*?\*/\s*|--[^\n]*\n\s*)*explain\s+(?:analy[sz]e\s+)?(?:\([^)]*\)\s*)?", re.I | re.S)
+
+
+def refuse_writes(sql: str) -> str | None:
+    """Why ``sql`` may not run here (it writes, or changes the session), or None when it only reads.
+
+    Forensic SQL runs beside a live processor: a statement that writes (INSERT, COPY ... TO, CREATE,
+    ATTACH, INSTALL, ...) is refused before anything runs, each statement of a script checked, and
+    ``EXPLAIN ANALYZE`` (which executes) is checked for what it explains.
+    """
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        return None  # not SQL at all: running it reports DuckDB's own parser error
+    for statement in statements:
+        kind = statement.type.name
+        if kind == "EXPLAIN":
+            inner = _EXPLAIN.sub("", statement.query, count=1)
+            if inner != statement.query and (why := refuse_writes(inner)):
+                return why
+        elif kind not in READ_ONLY:
+            word = re.search(r"[A-Za-z]+", _COMMENTS.sub("", statement.query))
+            return f"refused: {word[0].upper() if word else kind} writes or changes the session; {ALLOWED}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import duckdb
+
+    if why := refuse_writes(args.sql):
+        raise InputError("sql", why)
 
     from fabricwatch.stream.segments import open_forensic
 
@@ -52,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "json":
         sys.stdout.write(df.to_json(orient="records", date_format="iso", lines=True))
     else:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(header_style="bold")
@@ -60,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             table.add_column(str(col))
         for row in df.head(args.limit).itertuples(index=False):
             table.add_row(*("" if v is None else str(v) for v in row))
-        Console().print(table)
+        console().print(table)
         if len(df) > args.limit:
             print(f"({len(df) - args.limit} more rows; use --limit or --format csv)", file=sys.stderr)
     return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fabricwatch.cli.output import console
 from fabricwatch.errors import InputError
 
 MAX_ERROR_LINES = 20
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError("--incidents-out", f"cannot write {args.incidents_out}: {exc.strerror}") from None
     if not args.quiet:
-        Console().print(incidents_table(result.incidents, result.first_ts, title=f"Incidents in {args.capture.name}"))
+        console().print(incidents_table(result.incidents, result.first_ts, title=f"Incidents in {args.capture.name}"))
         where = f"; DuckDB file {args.db}" if args.db else ""
         err.print(
             f"{result.records:,} records, {result.rows:,} rows, {result.deadletters:,} dead letters, "

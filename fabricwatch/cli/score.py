@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from fabricwatch.cli.output import console
 from fabricwatch.errors import InputError
 
 
@@ -72,7 +73,7 @@ def run_library(args: argparse.Namespace) -> int:
             " ".join(f"{x:.0f}s" for x in delays) or "-",
             "pass" if r.passed else ("[yellow]known failure[/]" if r.scenario.known_failure else "[red]FAIL[/]"),
         )
-    out = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     out.print(table)
     t = totals
     out.print(
@@ -87,7 +88,6 @@ def run_library(args: argparse.Namespace) -> int:
 
 
 def run_one(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from fabricwatch.app.score import fault_location, score
@@ -141,7 +141,7 @@ def run_one(args: argparse.Namespace) -> int:
             "yes" if m.cause_ok else "[red]no[/]",
             f"{m.latency_s:.0f} s" if m.latency_s is not None else "-",
         )
-    out = Console()
+    out = console()
     out.print(table)
     out.print(
         f"recall {result.recall:.0%} · precision {result.precision:.0%} · "

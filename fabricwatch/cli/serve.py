@@ -15,6 +15,11 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     seal_horizon: 300                #   `fabricwatch query` reads all but the newest 300 s while we write
     http: {listen: 127.0.0.1, port: 9108}
     runbooks: {enabled: true, mode: shadow}  # off by default; needs role both (fabricwatch.runbooks.service)
+    alertmanager: http://127.0.0.1:9093   # incidents go to Alertmanager's v2 API (dashboards/alertmanager.py)
+    grafana: http://127.0.0.1:3000        # where alerts' dashboard links point
+    runbook_url: https://wiki/runbooks    # where alerts' runbook links point (+ /<runbook>)
+    clock: wall                           # or telemetry: detection time follows the data (a capture replayed
+                                          #   through serve at full speed still opens and resolves incidents)
     engine:                          # detection as a whole (detectors/config.py EngineConfig)
       window_s: 60                   #   history a tick looks at
       every_s: 10                    #   tick cadence in telemetry time
@@ -34,7 +39,8 @@ With ``role: correlate`` the ``db`` is stage 2's file and ``topology`` is requir
 Endpoints: ``/metrics`` (Prometheus text: received, stored, dead-lettered, errors by stage, lag per
 partition, incidents, findings no correlation rule reads), ``/healthz`` (200 while the consumer loop
 polls; 503 when it has not polled for 60 s), ``/readyz`` (200 once the processor has joined its group
-and has its partitions; 503 before, and while the broker cannot be reached).
+and has its partitions; 503 before, and while the broker cannot be reached). /metrics also carries
+the on-call health and incidents of dashboards/METRICS.md.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 Text = Annotated[str, msgspec.Meta(min_length=1)]
 Seconds = Annotated[float, msgspec.Meta(ge=0)]
+Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/]+")]
 
 
 class HttpConfig(yamlconf.Config):
@@ -103,6 +110,10 @@ class ServeConfig(yamlconf.Config):
     stage2_group: Text | None = None
     instance: Text | None = None
     stall: Annotated[float, msgspec.Meta(gt=0)] = 300.0  # fabricwatch.cli.correlate.STALL_S
+    alertmanager: Url | None = None
+    grafana: Url | None = None
+    runbook_url: Url | None = None
+    clock: Literal["wall", "telemetry"] = "wall"
 
     def engine_config(self) -> EngineConfig:
         """The engine's settings with the file's detector sections (``detectors:`` wins over ``engine:``)."""
@@ -175,6 +186,46 @@ def load_config(path: Path) -> Config:
             engine=config.engine_config(),
         )
     return Config(process, stage2, config.http.listen, config.http.port, config.runbooks, path.parent)
+
+
+def attach_oncall(path: Path, service: Any, incidents_from: Any = None, *, registry: Any = None) -> Any:
+    """Health and incidents on /metrics, incidents to Alertmanager when configured (dashboards/surface.py).
+
+    ``service`` is the processor's (stage 1: the health summaries of its windows; alone in one process,
+    its incidents too), ``incidents_from`` stage 2's service, whose incidents page; either may be None.
+    """
+    from fabricwatch.clock import VirtualClock, WallClock
+    from fabricwatch.dashboards.alertmanager import AlertmanagerClient, Links
+    from fabricwatch.dashboards.surface import OncallSurface
+
+    config = yamlconf.convert(yamlconf.load(path), ServeConfig, str(path))
+    processor = service.processor if service is not None else None
+    registry = registry if registry is not None else service.metrics.registry
+    topology = processor.topology if processor is not None else incidents_from.topology
+    if processor is not None and config.clock == "telemetry":
+        processor.clock = VirtualClock()  # the processor moves it to each tick's time (stream/processor.py)
+    alerts = None
+    if config.alertmanager:
+        links = Links(**{k: v for k, v in (("grafana", config.grafana), ("runbook_base", config.runbook_url)) if v})
+        alerts = AlertmanagerClient(config.alertmanager, topology, clock=WallClock(), registry=registry,
+                                    links=links)  # fmt: skip
+    surface = OncallSurface(topology, registry, alerts=alerts)
+    if processor is not None and processor.engine is not None:
+        processor.engine = surface.wrap(processor.engine)
+    if incidents_from is not None:
+        also_on_incident(incidents_from, lambda incident: surface.incidents([incident]))
+    return surface
+
+
+def also_on_incident(service: Any, hook: Any) -> None:
+    """Add ``hook`` to what stage 2's service calls with each incident change it stored."""
+    previous = service.on_incident
+
+    def both(incident: Any) -> None:
+        previous(incident)
+        hook(incident)
+
+    service.on_incident = hook if previous is None else both
 
 
 # --- HTTP --------------------------------------------------------------------------------------------
@@ -269,6 +320,9 @@ def run(args: argparse.Namespace) -> int:
         where = f"{config.listen}:{config.port}"
         raise InputError(f"{args.config}: http", f"cannot listen on {where}: {exc.strerror or exc}") from None
     server.daemon_threads = True
+    process = next((s for s in services if isinstance(s, Service)), None)
+    stage2 = next((s for s in services if isinstance(s, correlate.Service)), None)
+    surface = attach_oncall(args.config, process, stage2, registry=registry)
     runbooks = start_runbooks(config, services)
     threading.Thread(target=server.serve_forever, name="fabricwatch-http", daemon=True).start()
     where = f"http://{config.listen}:{server.server_address[1]}"
@@ -285,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
             stop.set()
 
     threads = [threading.Thread(target=one, args=(s,), name=f"fabricwatch-{i}") for i, s in enumerate(services)]
+    sender = surface.start(stop)
     try:
         for t in threads:
             t.start()
@@ -293,6 +348,8 @@ def run(args: argparse.Namespace) -> int:
                 t.join(0.2)
     finally:
         stop.set()
+        if sender is not None:  # its last flush sends what the final batch changed; bounded by the post timeout
+            sender.join(3 * surface.alerts.timeout_s)
         server.shutdown()
         server.server_close()
         if runbooks is not None:
@@ -314,6 +371,6 @@ def start_runbooks(config: Config, services: list[Any]) -> Any:
     process, correlate = services
     publish, bus = actions_producer(config.process.bootstrap)
     worker = RunbookWorker(process, config.runbooks.to_dict(), config.base, publish=publish, bus=bus)
-    correlate.on_incident = worker.submit
+    also_on_incident(correlate, worker.submit)
     print(f"fabricwatch serve: runbooks enabled, {worker.mode} mode", file=sys.stderr)
     return worker

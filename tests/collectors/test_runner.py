@@ -6,6 +6,7 @@ import io
 import urllib.request
 
 import pytest
+from prometheus_client import generate_latest
 
 from fabricwatch import schema
 from fabricwatch.clock import VirtualClock
@@ -168,3 +169,27 @@ def test_metrics_are_served_over_http():
     assert 'fabricwatch_gpu_temp_c{device="node000/gpu0",source="node000"} 71.5' in body
     assert 'fabricwatch_collector_scrape_failures_total{reason="timeout",source="scripted"} 1.0' in body
     assert "fabricwatch_gpu_power_w" not in body  # a null is left out, never exported as a number
+
+
+def test_metrics_use_base_units_and_keep_last_releases_names():
+    """Prometheus conventions: °C as _celsius, W as _watts, MHz as _hertz; the previous names stay one release."""
+    metrics = CollectorMetrics()
+    rows = {"device": ["node000/gpu0"], "temp_c": [71.5], "power_w": [640.0], "sm_clock_mhz": [1980.0]}
+    message = schema.make("gpu", "node000", T0, 1, {**rows, "util_pct": [95.0]})
+    metrics.scraped("node000", [message], None)
+    body = generate_latest(metrics.registry).decode()
+    labels = '{device="node000/gpu0",source="node000"}'
+    for line in (
+        f"fabricwatch_gpu_temp_celsius{labels} 71.5",
+        f"fabricwatch_gpu_power_watts{labels} 640.0",
+        f"fabricwatch_gpu_sm_clock_hertz{labels} 1.98e+09",
+        f"fabricwatch_gpu_util_ratio{labels} 0.95",
+        f"fabricwatch_gpu_temp_c{labels} 71.5",  # deprecated alias
+        f"fabricwatch_gpu_sm_clock_mhz{labels} 1980.0",
+    ):
+        assert line in body.splitlines(), line
+    assert "# HELP fabricwatch_gpu_temp_c gpu temp_c (deprecated name: use temp_celsius)" in body
+    lean = CollectorMetrics()
+    lean.telemetry.legacy_names = False
+    lean.scraped("node000", [message], None)
+    assert "fabricwatch_gpu_temp_c{" not in generate_latest(lean.registry).decode()
