@@ -203,9 +203,9 @@ class ProcessingLoop:
         out = [from_stored(d) for d in result.deadletters]
         out += [incident_record(i) for i in result.incidents]
         if self.tick_marks is None:
-            out += [finding_record(t, f) for t, f in result.findings]
+            out += [finding_record(t, f, topology=self.processor.topology) for t, f in result.findings]
         else:
-            out += tick_records(result.findings, result.ticks, self.tick_marks)
+            out += tick_records(result.findings, result.ticks, self.tick_marks, self.processor.topology)
         if out:
             self.bus.produce(out)
         published = time.monotonic()

@@ -24,6 +24,7 @@ import orjson
 from fabricwatch.records import Finding
 from fabricwatch.schema import TOPIC_FINDINGS
 from fabricwatch.stream.bus import Outgoing
+from fabricwatch.topology import Topology
 
 FINDING_FIELDS = ("detector", "symptom", "entity", "id", "first_seen", "last_seen", "severity", "cause", "score")
 SEVERITIES = {"critical", "major", "minor", "warning"}
@@ -76,9 +77,23 @@ def encode(tick: float, finding: Finding, source: str | None = None) -> bytes:
     return orjson.dumps(d, default=_plain, option=orjson.OPT_SORT_KEYS)
 
 
-def finding_record(tick: float, finding: Finding, source: str | None = None) -> Outgoing:
-    """A finding for ``fabricwatch.findings``, keyed by the entity it is about."""
-    return Outgoing(TOPIC_FINDINGS, finding.id, encode(tick, finding, source), tick)
+def finding_key(finding: Finding, topology: Topology | None) -> str:
+    """The fault domain of what a finding is about (DESIGN §1: a link's or port's leaf, a GPU's node, a
+    switch itself), so a finding travels in the partition of the telemetry it came from. A cooling loop,
+    rack or collector spans domains: keyed by its own id. Without a topology: the entity's id."""
+    if topology is None or finding.entity in ("cooling_loop", "rack", "collector"):
+        return finding.id
+    if finding.entity == "link":
+        link = topology.link_by_id.get(finding.id)
+        return topology.fault_domain(link.a) if link is not None else finding.id
+    return topology.fault_domain(finding.id)
+
+
+def finding_record(
+    tick: float, finding: Finding, source: str | None = None, topology: Topology | None = None
+) -> Outgoing:
+    """A finding for ``fabricwatch.findings``, keyed by its fault domain (:func:`finding_key`)."""
+    return Outgoing(TOPIC_FINDINGS, finding_key(finding, topology), encode(tick, finding, source), tick)
 
 
 def tick_record(tick: float, source: str, findings: int) -> Outgoing:
@@ -88,9 +103,11 @@ def tick_record(tick: float, source: str, findings: int) -> Outgoing:
     return Outgoing(TOPIC_FINDINGS, source, value, tick)
 
 
-def tick_records(found: list[tuple[float, Finding]], ticks: list[float], source: str) -> list[Outgoing]:
+def tick_records(
+    found: list[tuple[float, Finding]], ticks: list[float], source: str, topology: Topology | None = None
+) -> list[Outgoing]:
     """A stage-1 batch's output: its findings naming ``source``, then one mark per tick it ran."""
-    out = [finding_record(t, f, source) for t, f in found]
+    out = [finding_record(t, f, source, topology) for t, f in found]
     counts: dict[float, int] = {}
     for t, _ in found:
         counts[t] = counts.get(t, 0) + 1

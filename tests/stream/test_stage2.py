@@ -270,3 +270,22 @@ def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(
     ids = {json.loads(v)["id"] for v in expected}
     assert store.count("incidents") == len(ids)
     store.close()
+
+
+def test_findings_are_keyed_by_their_fault_domain() -> None:
+    from fabricwatch.records import Finding
+    from fabricwatch.stream.findings import finding_key
+    from fabricwatch.topology import generate
+
+    topo = generate(16, 8, 8)
+    host = next(lk for lk in topo.links if lk.tier == "host")
+
+    def key(entity: str, id_: str) -> str:
+        return finding_key(Finding("d", "s", entity, id_, 0.0, 0.0, "major"), topo)
+
+    assert key("gpu", "node001/gpu3") == "node001"
+    assert key("link", host.id) == topo.fault_domain(host.b) == topo.fault_domain(host.a)
+    assert key("port", host.a) == key("port", host.b)  # both ends of a link: one partition
+    assert key("switch", "spine01") == "spine01"
+    assert key("cooling_loop", "cl00") == "cl00"
+    assert finding_key(Finding("d", "s", "gpu", "node001/gpu3", 0.0, 0.0, "major"), None) == "node001/gpu3"
