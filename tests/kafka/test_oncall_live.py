@@ -118,14 +118,18 @@ def test_a_replayed_incident_pages_once_and_resolves_once(kafka, tmp_path: Path,
             assert stop_process(proc, 30) == 0, (tmp_path / "serve.log").read_text()[-3000:]
             log.close()
 
-    con = open_forensic(tmp_path / "serve.duckdb").con  # the hot file and any sealed segments
+    con = open_forensic(tmp_path / "serve.duckdb").con  # stage 1's file (and any sealed segments): findings
     try:
-        incidents = [r[0] for r in con.execute("SELECT id FROM incidents ORDER BY id").fetchall()]
         symptoms = con.execute("SELECT DISTINCT symptom, id FROM findings ORDER BY ALL").fetchall()
     finally:
         con.close()
-    assert incidents == ["inc-0001"]
+    con = open_forensic(tmp_path / "serve.stage2.duckdb").con  # stage 2's file (role both): incidents
+    try:
+        incidents = [r[0] for r in con.execute("SELECT id FROM incidents ORDER BY id").fetchall()]
+    finally:
+        con.close()
+    assert incidents == ["inc-serve-0001"]  # stage 2's ids: inc-<instance>-, the instance its file's name
     # the detectors saw several symptoms (link down and loss of light, at both ends): folded into one page
     assert len(symptoms) >= 3, symptoms
     # exactly one firing and one resolved notification per incident; nothing else paged or ticketed
-    assert notified("firing") == {"inc-0001": 1} and notified("resolved") == {"inc-0001": 1}
+    assert notified("firing") == {"inc-serve-0001": 1} and notified("resolved") == {"inc-serve-0001": 1}
