@@ -75,7 +75,7 @@ def instance_name(settings: Settings) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fabricwatch.cli.process import stop_on_signals
+    from fabricwatch.cli.process import run_until_stopped
 
     if args.max_records < 1:
         raise InputError("--max-records", "must be at least 1")
@@ -85,16 +85,11 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.stall < float("inf"):
         raise InputError("--stall", "must be a number of seconds > 0")
     settings = Settings(
-        args.bootstrap, args.db, args.topology, args.group, args.instance, args.stall, args.partitions,
-        args.replication, args.max_records,
+        bootstrap=args.bootstrap, db=args.db, topology=args.topology, group=args.group, instance=args.instance,
+        stall=args.stall, partitions=args.partitions, replication=args.replication, max_records=args.max_records,
     )  # fmt: skip
-    stop = threading.Event()
-    stop_on_signals(stop)
     service = Service(settings)
-    try:
-        service.run(stop)
-    finally:
-        service.close()
+    run_until_stopped(service)
     s = service.loop.stats if service.loop else None
     if s is not None:
         print(

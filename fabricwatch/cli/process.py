@@ -92,16 +92,12 @@ def run(args: argparse.Namespace) -> int:
         if not 0 <= getattr(args, name) < float("inf"):
             raise InputError(f"--{name.replace('_', '-')}", "must be a number of seconds ≥ 0")
     settings = Settings(
-        args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records,
-        args.seal_every, args.seal_horizon, args.name,
+        bootstrap=args.bootstrap, db=args.db, group=args.group, topology=args.topology, partitions=args.partitions,
+        replication=args.replication, max_records=args.max_records, seal_every=args.seal_every,
+        seal_horizon=args.seal_horizon, name=args.name,
     )  # fmt: skip
-    stop = threading.Event()
-    stop_on_signals(stop)
     service = Service(settings)
-    try:
-        service.run(stop)
-    finally:
-        service.close()
+    run_until_stopped(service)
     s = service.loop.stats if service.loop else None
     if s is not None:
         print(
@@ -110,6 +106,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def run_until_stopped(service: Any) -> None:
+    """Run a service (processor or stage 2) until SIGTERM or Ctrl-C, then close it whatever happened."""
+    stop = threading.Event()
+    stop_on_signals(stop)
+    try:
+        service.run(stop)
+    finally:
+        service.close()
 
 
 def stop_on_signals(stop: threading.Event) -> None:

@@ -96,7 +96,13 @@ def test_two_processors_and_a_killed_stage_2_find_a_split_cooling_loop_and_a_swi
     p1, p2 = tmp_path / "p1.duckdb", tmp_path / "p2.duckdb"
     for db, name in ((p1, "A"), (p2, "B")):
         processes.append(start_process(kafka.bootstrap, db, kafka.group, "--topology", str(cluster), "--name", name))
-    wait_until(lambda: group_members(kafka.bootstrap, kafka.group) == 2, 120, "both processors in the group", 0.5)
+
+    def both_in_group() -> bool:
+        dead = [p.args for p in processes if p.poll() is not None]
+        assert not dead, f"a processor exited: {dead} (see its .log in {tmp_path})"
+        return group_members(kafka.bootstrap, kafka.group) == 2
+
+    wait_until(both_in_group, 120, "both processors in the group", 0.5)
 
     sim = Simulator(topo, [Fault("cooling_failure", LOOP, 60.0, 60.0), Fault("switch_fault", SPINE, 60.0)], seed=3)
     telemetry = [o for _ in range(STEPS) for o in outgoing_batched(sim.step(), topo)]
