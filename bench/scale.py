@@ -448,7 +448,8 @@ def run_once(
             if time.monotonic() > deadline:
                 raise SystemExit(f"bench: {n} processors and stage 2 did not join their groups within 180 s")
             if any(p.poll() is not None for p in [*procs, stage2]):
-                raise SystemExit(f"bench: a processor or stage 2 exited at start; see {run_dir}/*.log")
+                tails = "\n".join(f"{log.name}: {log.read_text()[-600:]}" for log in sorted(run_dir.glob("*.log")))
+                raise SystemExit(f"bench: a processor or stage 2 exited at start:\n{tails}")
             time.sleep(0.5)
         watch = Watch(bootstrap)
         watch.start()

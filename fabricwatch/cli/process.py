@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')}", "must be a number of seconds ≥ 0")
     settings = Settings(
         args.bootstrap, args.db, args.group, args.topology, args.partitions, args.replication, args.max_records,
-        args.seal_every, args.seal_horizon, args.name,
+        args.seal_every, args.seal_horizon, name=args.name,
     )  # fmt: skip
     stop = threading.Event()
     stop_on_signals(stop)
