@@ -88,3 +88,24 @@ def test_capacity_model_scales_the_measurement_to_100k_gpus() -> None:
     assert model["partitions per telemetry topic (2 per processor, multiple of 12)"] == "24"
     assert model["stage 2: % of one core (linear in supernodes)"] == "10 %"
     assert model["sealed Parquet per day"] == f"{21_528 * 100 * 86_400 * 5 / 1e12:,.2f} TB"
+
+
+def test_the_tables_render_from_run_results(tmp_path) -> None:
+    import io
+
+    from rich.console import Console
+
+    faults = [Fault("gpu_xid", "node001/gpu0", 12.0), Fault("link_down", "L00001", 19.0)]
+    latency = [scale.FaultLatency(faults[0], 8.0, 40.0, 3.0), scale.FaultLatency(faults[1], None, None, None)]
+    run = scale.RunResult(2, [19.0, 16.0], 1.0, 4.0, 10.0, 0.0, 1472, 92.0, 0.1, 0, latency)
+    run.duckdb_bytes, run.rows, run.parquet_bytes, run.sealed_rows, run.broker_bytes = 2350, 100, 1680, 100, 153_000_000
+    runs = [run]
+    load = scale.Load(tmp_path / "load.bin", 90, T0, 736.0, 7.3e6, 86_112.0)
+    out = Console(file=io.StringIO(), width=200)
+    scale.print_runs(out, runs, load)
+    m = scale.measured(runs, load)
+    assert m.gpus_per_core == pytest.approx(4096 / 0.35)
+    assert (m.duckdb_bytes_per_row, m.parquet_bytes_per_row) == (23.5, 16.8)
+    scale.print_targets(out, runs, m)
+    text = out.file.getvalue()
+    assert "1 missing" in text and "11,703" in text and "100,000 GPUs" in text
