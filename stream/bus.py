@@ -89,7 +89,21 @@ def partition_for(key: str | None, partitions: int) -> int:
     return zlib.crc32(key.encode()) % partitions
 
 
-class MemoryBus(Bus):
+class LocalOffsetsBus(Bus):
+    """A bus with no broker to commit to (memory, capture): committed offsets live in a dict."""
+
+    def __init__(self) -> None:
+        self.committed_offsets: dict[TopicPartition, int] = {}
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.committed_offsets.update(offsets)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        wanted = set(partitions)
+        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
+
+
+class MemoryBus(LocalOffsetsBus):
     """An in-process bus with Kafka's semantics for one consumer group.
 
     Records keep produce order; each topic has ``partitions`` partitions with their own offsets; a
@@ -103,7 +117,7 @@ class MemoryBus(Bus):
         self._position = 0  # index into _log of the next record to consider
         self._topics: set[str] = set()
         self._next_read: dict[TopicPartition, int] = {}
-        self.committed_offsets: dict[TopicPartition, int] = {}
+        super().__init__()
 
     def produce(self, records: Iterable[Outgoing]) -> None:
         for r in records:
@@ -127,13 +141,6 @@ class MemoryBus(Bus):
                 out.append(r)
         self._position = i
         return out
-
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self.committed_offsets.update(offsets)
-
-    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        wanted = set(partitions)
-        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
 
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         self._next_read.update(offsets)
