@@ -393,8 +393,12 @@ class Simulator:
         # (at the first scrape: over one interval before it, which only the reading sees).
         bits = optics.PORT_BITS_PER_S * self.interval * (up_share if k else 1.0)
         corrected = poisson(port_ber * bits, gen)
-        measured_ber = corrected / np.maximum(bits, 1.0)
         unc = poisson(optics.codeword_failure(port_ber) * optics.CODEWORDS_PER_S * dt * up_share, gen)
+        if self.realism is not None and self.realism.error_bursts:  # realism.burst_errors
+            burst_bits, burst_failed = self.realism.bursts_of_errors(k, self.streams, dt, up_share)
+            corrected = corrected + burst_bits.astype(np.int64)
+            unc = unc + burst_failed
+        measured_ber = corrected / np.maximum(bits, 1.0)
         busy = np.minimum(tx_bytes[p.port_peer] / (fabric.LINE_BYTES_PER_S * max(dt, 1e-9)), 1.0)
         crc = round_up_fraction(unc * CRC_FRAMES_PER_FAILED_CODEWORD * busy, gen.random(p.P))
         if not k:
