@@ -22,9 +22,10 @@ connector_contamination  link; ``direction`` a_to_b (dirt in the a→b fibres, s
     BER nears 2.4e-4. tx at both ends and the other direction are unchanged. (A loss that drops the
     link adds the link-down port columns.) An intermittent connector (``episodes`` N, ``on_s`` 30,
     ``off_s`` 120; a loose or dirty connector that moves): the loss is there for on_s, gone for off_s,
-    N times from ``start`` (the ramp applies within each episode); a scrape reads the state at its
-    instant and counts the interval's errors at that state, so on_s and off_s are meant to be
-    multiples of the scrape interval. Between episodes nothing differs from the healthy run.
+    N times from ``start`` (``ramp`` still grows the loss from ``start``); a scrape reads the state
+    at its instant and counts the interval's errors at that state, so on_s and off_s are meant to be
+    multiples of the scrape interval. Between episodes the readings and the counters' rises are the
+    healthy run's (the totals keep what the episodes added).
 fiber_damage  link; ``loss_db`` (8). As contamination but both directions, every lane 0.85-1.0 ×
     loss_db: rx_power_dbm down at both ends, errors per the waterfall at both ends.
 laser_degradation  port (the transmitter); ``drop_db`` (5), ``lane`` (None = all). The port's
