@@ -216,3 +216,32 @@ def test_short_pause_quanta_send_more_frames_for_the_same_paused_time() -> None:
     partner = topo.port_peer[port]
     tx_f, tx_h = series(f, "port", partner, "tx_bytes_total"), series(h, "port", partner, "tx_bytes_total")
     assert (tx_f[-1] - tx_f[-11]) == pytest.approx(0.5 * (tx_h[-1] - tx_h[-11]), rel=0.05)  # held half the time
+
+
+# --- the options in the fault file --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"cause": "switch_fault", "switch": "leaf0-0", "mode": "rebooot"}, "mode must be one of errors, reboot"),
+        ({"cause": "transceiver_fault", "port": "leaf0-0:p01", "mode": "crc"}, "one of errors, dead_lane, corrupt"),
+        ({"cause": "incast_hotspot", "port": "leaf0-0:p01", "phase": "comm"}, "phase must be one of all, allreduce"),
+        ({"cause": "transceiver_fault", "port": "leaf0-0:p01", "frame_loss": -1e-6}, "frame_loss must be a number"),
+        ({"cause": "connector_contamination", "link": "L00000", "on_s": "30s"}, "on_s must be a number"),
+        ({"cause": "pfc_storm", "port": "leaf0-0:p01", "paused": 2}, None),  # parses; the simulator refuses it
+    ],
+)
+def test_new_options_are_checked_where_the_fault_file_is_read(entry: dict, said: str | None) -> None:
+    from fabricwatch.errors import InputErrors
+    from fabricwatch.faults import parse_faults
+
+    topo = standard(GPUS)
+    if said is None:
+        (fault,) = parse_faults([entry], topo, "f.yaml")
+        with pytest.raises(InputError, match="paused must be in"):
+            Simulator(topo, (fault,))
+        return
+    with pytest.raises(InputErrors) as info:
+        parse_faults([entry], topo, "f.yaml")
+    assert said in str(info.value)
