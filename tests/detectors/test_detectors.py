@@ -425,3 +425,48 @@ def test_module_that_never_reported_is_judged_by_dr4_defaults() -> None:
 
     found = {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit, cut=no_modules)}
     assert ("rx_power_low_warn", LEAF_PORT) in found  # -6.1 is under the DR4 default warning (-5.9)
+
+
+# --- link_state: ports the topology does not have, and the start of a long down spell --------------
+
+
+def _without_host_link(w: Window) -> Window:
+    """The same telemetry judged against a topology file that lacks the HOST link (a spare port)."""
+    topo = topology.Topology(TOPO.name, TOPO.nodes, TOPO.switches, [x for x in TOPO.links if x.id != HOST.id])
+    return Window(w.start, w.end, w.frames, w.modules, topo)
+
+
+def test_a_port_missing_from_the_topology_is_an_inventory_finding_not_a_link_down() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "state", 0, start=60, port=LEAF_PORT)  # a module in a cage with no fibre
+
+    found = findings_at("link_state", edit, cut=_without_host_link)
+    assert {(f.symptom, f.id) for f in found} == {
+        ("port_not_in_topology", LEAF_PORT),
+        ("port_not_in_topology", GPU_PORT),  # up and reporting, but no link of the topology either
+    }
+    spare = next(f for f in found if f.id == LEAF_PORT)
+    assert spare.severity == "warning" and spare.attrs == {"state": 0, "spare": True}
+
+
+def test_link_down_first_seen_is_the_start_of_the_down_spell_not_of_the_window() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "state", 0, start=60, port=HOST.b)
+
+    (f,) = findings_at("link_state", edit, at=300)  # windows of 60 s: the spell began 4 minutes ago
+    assert f.symptom == "link_down" and f.first_seen == pytest.approx(T0 + 60, abs=5)
+
+
+def test_down_spell_survives_a_restart_and_ends_when_the_port_is_up() -> None:
+    tl = Timeline(TOPO, duration=300, seed=5)
+    tl.put("port", "state", 0, start=60, end=200, port=HOST.b)
+    detector = detector_class("link_state")()
+    for t in tl.ticks(10.0, 60.0):
+        if t > 150:
+            break
+        detector.detect(tl.window(t))
+    restored = detector_class("link_state")()
+    restored.restore(detector.snapshot())
+    assert restored.down_since == {HOST.b: pytest.approx(T0 + 60, abs=5)}
+    restored.detect(tl.window(230))  # up again since 200 s
+    assert HOST.b not in restored.down_since
