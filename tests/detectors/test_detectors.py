@@ -470,3 +470,51 @@ def test_down_spell_survives_a_restart_and_ends_when_the_port_is_up() -> None:
     assert restored.down_since == {HOST.b: pytest.approx(T0 + 60, abs=5)}
     restored.detect(tl.window(230))  # up again since 200 s
     assert HOST.b not in restored.down_since
+
+
+# --- pfc_storm: the SONiC watchdog's meaning (paused, queued, transmitting none), unknown is no storm ---
+
+NIC = "node001/gpu2:p0"
+NIC_LEAF = TOPO.port_peer[NIC]
+
+
+def _storm(tl: Timeline, partner_sends: float = 0.0) -> None:
+    """A NIC pausing its leaf port continuously with nothing behind its pauses; the leaf port holds a
+    full queue and sends ``partner_sends`` of its line rate; the leaf pauses four of its uplinks."""
+    tl.count("port", "tx_pause_total", 20_000, start=60, port=NIC)
+    tl.count("port", "rx_pause_total", 20_000, start=60, port=NIC_LEAF)
+    tl.freeze("port", "rx_bytes_total", start=60, per_s=partner_sends * BYTES_PER_S, port=NIC)
+    tl.freeze("port", "tx_bytes_total", start=60, per_s=partner_sends * BYTES_PER_S, port=NIC_LEAF)
+    tl.freeze("port", "tx_packets_total", start=60, per_s=partner_sends * BYTES_PER_S / 4096, port=NIC_LEAF)
+    tl.put("port", "queue_depth_bytes", 3_000_000, start=60, port=NIC_LEAF)
+    upstream = [p for p in TOPO.ports_of_device(TOPO.port_device[NIC_LEAF]) if p != NIC_LEAF][16:20]
+    tl.count("port", "tx_pause_total", 5000, start=60, port=upstream)
+    tl.count("port", "rx_pause_total", 5000, start=60, port=[TOPO.port_peer[p] for p in upstream])
+
+
+def _symptoms(found: list[Finding]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for x in found:
+        out.setdefault(x.symptom, set()).add(x.id)
+    return out
+
+
+def test_pfc_storm_source_is_the_nic_whose_partner_queue_is_held_full_and_silent() -> None:
+    found = _symptoms(findings_at("pfc_storm", _storm))
+    assert found["pfc_storm_source"] == {NIC}
+    assert len(found["pause_upstream"]) == 4  # the leaf pauses its uplinks because its port is held
+
+
+def test_a_held_queue_that_still_sends_5_percent_is_paused_not_storming() -> None:
+    found = _symptoms(findings_at("pfc_storm", lambda tl: _storm(tl, partner_sends=0.05)))
+    assert "pfc_storm_source" not in found and NIC in found["pause_upstream"]
+
+
+def test_no_queue_depth_column_is_unknown_never_a_storm() -> None:
+    """OpenConfig gNMI gives no queue depth: the partner's queue cannot be judged, so no storm."""
+
+    def edit(tl: Timeline) -> None:
+        _storm(tl)
+        tl.drop_column("port", "queue_depth_bytes")
+
+    assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", edit))
