@@ -115,7 +115,7 @@ class PfcStorm(Detector):
                 },
                 {"metric": "rx_util", "port": port, "value": sig(t.rx_util[i], 3)},
             ]
-            if partner[i] >= 0:
+            if source[i]:  # the watchdog's reading of the queue it holds
                 j = int(partner[i])
                 evidence.append(
                     {
@@ -126,6 +126,8 @@ class PfcStorm(Detector):
                     }
                 )
                 evidence.append({"metric": "queue_depth_bytes", "port": str(t.at.index[j]), "value": sig(t.queue[j])})
+            else:
+                evidence.append({"metric": "queue_depth_bytes", "port": port, "value": sig(t.queue[i])})
             out.append(
                 Finding(
                     detector=self.name,
