@@ -58,8 +58,27 @@ class EngineConfig(Config):
     # two samples)
 
     # --- correlation -----------------------------------------------------------------------------
-    switch_fault_min_links: Count = 4  # links with errors on one switch ...
-    switch_fault_min_fraction: Fraction = 0.25  # ... being this share of its links: the switch is the root
+    # Errors with normal light on links of one switch, their far ends on ≥ 2 nodes or switches: the
+    # switch is the root when they are ≥ switch_fault_min_fraction of its links (and ≥ min_links).
+    # Two links at least: one link's errors are its own port's. A quarter of the links (the seed rule):
+    # independent corrupting links are rare (CorrOpt, SIGCOMM'17: well under 1 % of links at a time),
+    # so a quarter of one switch's links erring together is not chance at any switch size, from a
+    # 4-port leaf (2 links) to a 128-port one (32 links); a share, not a count, so small switches count.
+    switch_fault_min_links: Count = 2
+    switch_fault_min_fraction: Fraction = 0.25
+    # A switch with more than this share of its links down at once, their far ends on ≥ 2 nodes or
+    # switches, is down itself. A strict majority: a leaf of a non-blocking leaf-spine fabric has as
+    # many uplinks as host ports, so every host behind it rebooting is exactly half, never more; a
+    # reboot or power loss takes every port, and the majority leaves room for ports already down or
+    # whose far ends report late.
+    switch_down_min_fraction: Fraction = 0.5
+    # A switch down with only its far ends reporting (its own side silent: rebooting, drained for
+    # maintenance, or off) pages after this long: a crash-reboot is back in 60-120 s (the realism
+    # issue), a cold reboot resets the ASIC on top (SONiC's fast-reboot allows 90 s of control-plane
+    # outage), and a planned drain-reboot-undrain of a leaf takes minutes (realistic.py: 5 minutes).
+    # Ten minutes: a switch still off after it is not rebooting. The collector incident (a silent
+    # source) tells the on-call about the silence itself before that.
+    switch_reboot_s: Positive = 600.0
     loop_hot_min_gpus: Count = 4  # a loop with this many GPUs hot (gpu_temp) ...
     loop_hot_min_fraction: Fraction = 0.25  # ... being at least this share of its GPUs is a cooling failure
 

@@ -4,16 +4,26 @@ Detectors say what is abnormal where; this module decides why, using the topolog
 belongs together (DESIGN §4). Rules run from the widest root to the narrowest, and each claims the
 findings it explains, so a finding is folded into one diagnosis at most:
 
+0. inventory: every finding about a port that is no link end of the topology (a spare port with a
+   module and no fibre, or a cable the topology file does not know) is claimed and becomes nothing:
+   ``port_not_in_topology`` is an inventory finding, never an incident.
 1. cooling_failure (cooling_loop): the loop is warm against the other loops, or ≥ ``loop_hot_min_gpus``
    GPUs and ≥ ``loop_hot_min_fraction`` of one loop are hot. Claims its GPUs' heat findings and the
    heat signs (module temperature, bias, BER) on their NPO ports.
 2. gpu_xid (gpu): the GPU reports an XID or double-bit ECC errors.
 3. npo_thermal_coupling (gpu): a hot GPU whose own NPO port shows module temperature, bias or BER up.
    Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
-4. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
+4a. switch down (switch): more than ``switch_down_min_fraction`` of one switch's links down at once
+   (state 0, or dark on every lane), their far ends on two fault domains or more (so no single far
+   node or switch explains them): one switch diagnosis with every link-down folded in. When only the
+   far ends report (the switch's own side is silent: it is rebooting, drained for maintenance or off)
+   the diagnosis is held, not paged, until the outage outlasts ``switch_reboot_s``; then it is one
+   switch_fault incident. A switch that reports its own ports down is alive and failing: paged at once.
+4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
-   loss) on ≥ ``switch_fault_min_links`` links of one switch, being
-   ≥ ``switch_fault_min_fraction`` of its links.
+   loss) with normal light (no rx/tx power finding on the link, which would explain them) on
+   ≥ ``switch_fault_min_fraction`` of one switch's links (and ≥ ``switch_fault_min_links``), their far
+   ends on two fault domains or more.
 6. per link, from optical evidence of both ends, each direction = (transmitter, receiver):
    a dark transmitter lane, or a dark receiver lane among lit ones → transceiver_fault (that port);
    tx down at the transmitter (or bias up with the far rx down) → laser_degradation (transmitter);
@@ -64,6 +74,9 @@ RX_LOW = {"rx_power_drop", "rx_power_low_alarm", "rx_power_low_warn", "path_loss
 TX_LOW = {"tx_power_drop", "tx_power_low_alarm", "tx_power_low_warn"}
 BIAS_UP = {"bias_rise", "bias_high_warn", "bias_high_alarm"}
 STATE = {"link_down", "link_flap"}
+INVENTORY = {"port_not_in_topology"}
+# Light lost on the way (or a dark module): explains a link's errors without its switch.
+OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
 TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
 # What a link problem must include to be worth an incident (a lone rise is a hint, not a page).
 ACTIONABLE = (
@@ -73,9 +86,11 @@ PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this fa
 
 # rule -> the symptoms it reads (as roots, or folded in as symptoms of its diagnosis)
 CONSUMES: dict[str, frozenset[str]] = {
+    "inventory": frozenset(INVENTORY),
     "cooling_failure": frozenset({"cooling_loop_warm"} | GPU_HEAT | PORT_HEAT),
     "gpu_xid": frozenset({"gpu_xid"}),
     "gpu_thermal/npo_thermal_coupling": frozenset(GPU_HEAT | PORT_HEAT),
+    "switch_down": frozenset({"link_down", "loss_of_light"}),
     "link_flap/link_down": frozenset(STATE | {"loss_of_light", "tx_dark"}),
     "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
@@ -164,6 +179,8 @@ class Correlator:
             self.neighbours.setdefault(da, set()).add(db)
             self.neighbours.setdefault(db, set()).add(da)
         self.unconsumed: dict[str, int] = {}  # the last call's findings no rule reads, per symptom
+        self.held: list[Diagnosis] = []  # the last call's switch outages not paged (yet): rule 4a
+        self.inventory: list[str] = []  # the last call's ports not in the topology: rule 0
         self._reported: set[str] = set()
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -176,6 +193,23 @@ class Correlator:
         link = self.topology.port_link.get(port)
         return [link.a, link.b] if link else [port]
 
+    def far_domain(self, link_id: str, device: str) -> str:
+        """The fault domain at the other end of a link from ``device``: a GPU's node, else the device."""
+        link = self.topology.link_by_id[link_id]
+        far = link.b if self.topology.port_device[link.a] == device else link.a
+        far_device = self.topology.port_device[far]
+        return self.topology.gpu_node.get(far_device, far_device)
+
+    def switch_ports(self, switch: str, link_ids: set[str]) -> set[str]:
+        """The ends of these links that are ports of ``switch``."""
+        ends = (e for lid in link_ids for e in self._anchor_ends(f"link:{lid}"))
+        return {e for e in ends if self.topology.port_device[e] == switch}
+
+    def by_share(self, per_switch: dict[str, set[str]]) -> list[str]:
+        """Switches by the share of their links involved, largest first: a rebooting leaf takes one
+        link of each spine down, and is the root before any spine is considered."""
+        return sorted(per_switch, key=lambda s: (-len(per_switch[s]) / (self.switch_links[s] or 1), s))
+
     def gpu_of_loop(self, gpu: str) -> str | None:
         return self.topology.cooling_loop_of(gpu) if gpu in self.topology.gpu_node else None
 
@@ -185,9 +219,11 @@ class Correlator:
         self._count_unconsumed(findings)
         pool = _Pool(sorted(findings, key=finding_order))
         out: list[Diagnosis] = []
+        self._inventory(pool)
         out += self._cooling(pool)
         out += self._xid(pool)
         out += self._gpu_heat(pool)
+        out += self._switch_down(pool)
         out += self._link_state(pool)
         out += self._switch(pool)
         out += self._links(pool)
@@ -260,6 +296,53 @@ class Correlator:
             out.append(Diagnosis("npo_thermal_coupling", "gpu", gpu, f"gpu:{gpu}", roots, symptoms, covers))
         return out
 
+    def _inventory(self, pool: _Pool) -> None:
+        """Rule 0: findings about ports the topology does not have are inventory, never incidents."""
+        known = self.topology.port_link
+        strays = [f for f in pool.free(entity="port") if f.id not in known]
+        self.inventory = sorted({f.id for f in pool.take(strays)})
+
+    def _switch_down(self, pool: _Pool) -> list[Diagnosis]:
+        """Rule 4a: most of one switch's links down at once is the switch, not its links."""
+        cfg = self.config
+        self.held = []
+        down: dict[str, list[Finding]] = {}  # link id -> findings showing it down
+        for f in pool.free(entity="port", symptoms={"link_down", "loss_of_light"}):
+            link = self.topology.port_link.get(f.id)
+            if link is not None and (f.symptom == "link_down" or _all_lanes(f)):
+                down.setdefault(link.id, []).append(f)
+        per_switch: dict[str, set[str]] = {}
+        for lid in down:
+            link = self.topology.link_by_id[lid]
+            for end in (link.a, link.b):
+                device = self.topology.port_device[end]
+                if device in self.switch_links:
+                    per_switch.setdefault(device, set()).add(lid)
+        out = []
+        taken: set[str] = set()
+        for switch in self.by_share(per_switch):
+            links = per_switch[switch] - taken
+            total = self.switch_links[switch] or 1
+            if len(links) <= cfg.switch_down_min_fraction * total:
+                continue
+            if len({self.far_domain(lid, switch) for lid in links}) < 2:
+                continue  # one far node or switch explains them: it is the root, not this switch
+            taken |= links
+            own = self.switch_ports(switch, links)
+            alive = any(f.id in own and f.symptom == "link_down" for lid in links for f in down[lid])
+            shown = [f for lid in sorted(links) for f in down[lid]]
+            age = max(f.last_seen for f in shown) - min(f.first_seen for f in shown)
+            roots = pool.take([f for f in shown if f.symptom == "link_down"] or shown)
+            ends = {e for lid in links for e in self._anchor_ends(f"link:{lid}")}
+            rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC))
+            d = Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, rest,
+                          {f"link:{lid}" for lid in links})  # fmt: skip
+            if alive or age >= cfg.switch_reboot_s:
+                out.append(d)
+            else:
+                self.held.append(d)
+        return out
+
     def _link_state(self, pool: _Pool) -> list[Diagnosis]:
         links: dict[str, list[str]] = {}
         for f in pool.free(entity="port", symptoms=STATE | {"loss_of_light"}):
@@ -290,19 +373,25 @@ class Correlator:
         return out
 
     def _switch(self, pool: _Pool) -> list[Diagnosis]:
+        """Rule 5: errors with normal light on a share of one switch's links, far ends apart."""
         cfg = self.config
         per_switch: dict[str, set[str]] = {}
         for f in pool.free(entity="port", symptoms=ERRORS):
-            for end in self.link_ends(f.id):
+            ends = self.link_ends(f.id)
+            if len(ends) < 2 or pool.free(entity="port", symptoms=OPTICAL_LOSS, ids=set(ends)):
+                continue  # no link, or light lost on the way explains its errors
+            for end in ends:
                 device = self.topology.port_device.get(end)
                 if device in self.switch_links:
                     per_switch.setdefault(device, set()).add(self.link_anchor(f.id))
         out = []
-        for switch in sorted(per_switch, key=lambda s: (-len(per_switch[s]), s)):
+        for switch in self.by_share(per_switch):
             links = {a for a in per_switch[switch] if a not in pool.claimed_anchors}
             total = self.switch_links[switch] or 1
             if len(links) < cfg.switch_fault_min_links or len(links) < cfg.switch_fault_min_fraction * total:
                 continue
+            if len({self.far_domain(a.partition(":")[2], switch) for a in links}) < 2:
+                continue  # one far node or switch explains them
             ports = {e for a in links for e in self._anchor_ends(a)}
             roots = pool.take(pool.free(entity="port", symptoms=ERRORS | {"ber_high", "ber_rise"}, ids=ports))
             pool.claimed_anchors |= links

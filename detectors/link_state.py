@@ -1,11 +1,20 @@
-"""Links that are down, or that keep going down and up (DESIGN §4 link_down, link_flap).
+"""Links that are down, or that keep going down and up (DESIGN §4 link_down, link_flap), and ports that
+report but are not in the topology.
 
-Down: the port's latest state is 0. Flapping: at least ``flap_min_events`` link-down events within
-``flap_memory_s``. An event is a rise of ``link_down_total`` or a 1→0 step of ``state`` between two
-samples (the larger of the two for the same sample, so one event is not counted twice); a flap that
-goes down and up between two scrapes shows only in the counter. Windows overlap, so events are kept by
-their sample ts in a memory that outlives the window (snapshot/restore), which also lets flaps slower
-than one window add up.
+Down: the port's latest state is 0; its ``first_seen`` is the first down sample of the current down
+spell, remembered across windows (snapshot/restore), so a link down for longer than a window still
+says since when, and correlation can tell how long a switch has been off. Flapping: at least
+``flap_min_events`` link-down events within ``flap_memory_s``. An event is a rise of
+``link_down_total`` or a 1→0 step of ``state`` between two samples (the larger of the two for the same
+sample, so one event is not counted twice); a flap that goes down and up between two scrapes shows
+only in the counter. Windows overlap, so events are kept by their sample ts in a memory that outlives
+the window (snapshot/restore), which also lets flaps slower than one window add up.
+
+Not in the topology: a port that reports but is no link end of the topology file is an inventory
+finding (``port_not_in_topology``, severity warning), never a link_down or a link_flap: most often a
+spare port (a module in a cage with no fibre reads state 0 and rx about -30 to -34 dBm with its low
+alarms raised, REALISM.md), else a cable the topology file does not know yet. Correlation folds every
+finding about such a port into nothing (it has no link to locate a fault on).
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Positive
@@ -23,17 +33,21 @@ from fabricwatch.records import Finding, Window
 class LinkStateConfig(DetectorConfig):
     flap_min_events: int = 2  # link-down events within flap_memory_s that make a flap
     flap_memory_s: Positive = 300.0  # five minutes: a link that fails twice in that time is flapping
+    # how long a port's down spell is remembered without a sample saying so (a silent source): a day,
+    # so a long outage keeps its start; memory only (one float per down port)
+    down_memory_s: Positive = 86400.0
 
 
 class LinkState(Detector):
     name = "link_state"
-    emits = frozenset({"link_down", "link_flap"})
+    emits = frozenset({"link_down", "link_flap", "port_not_in_topology"})
     Config = LinkStateConfig
     config: LinkStateConfig
 
     def __init__(self, config: LinkStateConfig | None = None, *, recent_s: float = RECENT_S) -> None:
         super().__init__(config, recent_s=recent_s)
         self.events: dict[str, dict[float, int]] = {}  # port -> {sample ts: down events at that sample}
+        self.down_since: dict[str, float] = {}  # port -> ts of the first down sample of its current spell
 
     def _remember(self, window: Window) -> None:
         full = keyed(window, "port")
@@ -63,10 +77,23 @@ class LinkState(Detector):
             else:
                 del self.events[port]
 
+    def _down_spells(self, window: Window, first_down: np.ndarray, state: np.ndarray, index: pd.Index) -> None:
+        """Remember when each port's current down spell began; forget ports seen up again."""
+        for i, port in enumerate(index):
+            port = str(port)
+            if state[i] == 0:
+                if np.isfinite(first_down[i]):
+                    self.down_since[port] = min(self.down_since.get(port, np.inf), float(first_down[i]))
+            elif state[i] >= 1:
+                self.down_since.pop(port, None)
+        horizon = window.start - self.config.down_memory_s
+        self.down_since = {p: t for p, t in self.down_since.items() if t >= horizon}
+
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
         self._remember(window)
         now = recent(window, "port", self.recent_s)
+        known = window.topology.port_link
         out: list[Finding] = []
         if now.n:
             state = now.last("state")
@@ -76,15 +103,24 @@ class LinkState(Detector):
             row_up = full.per_row(np.nan_to_num(last_up, nan=-np.inf))
             first_down = full.first_ts_where((s == 0) & (full.ts > row_up))
             last_ts = now.last_ts()
+            self._down_spells(window, first_down, state, now.index)
+            for i in range(now.n):
+                port = str(now.index[i])
+                if port in known or not np.isfinite(last_ts[i]):
+                    continue
+                out.append(self._not_in_topology(port, state[i], now.first_ts()[i], last_ts[i]))
             for i in np.flatnonzero(state == 0):
                 port = str(now.index[i])
+                if port not in known:
+                    continue
+                since = self.down_since.get(port, ts_or(first_down[i], last_ts[i]))
                 out.append(
                     Finding(
                         detector=self.name,
                         symptom="link_down",
                         entity="port",
                         id=port,
-                        first_seen=ts_or(first_down[i], last_ts[i]),
+                        first_seen=min(since, ts_or(first_down[i], last_ts[i])),
                         last_seen=float(last_ts[i]),
                         severity="critical",
                         evidence=({"metric": "state", "port": port, "value": 0},),
@@ -94,7 +130,7 @@ class LinkState(Detector):
         for port in sorted(self.events):
             mem = self.events[port]
             count = sum(mem.values())
-            if count < cfg.flap_min_events:
+            if count < cfg.flap_min_events or port not in known:
                 continue
             out.append(
                 Finding(
@@ -114,8 +150,27 @@ class LinkState(Detector):
             )
         return out
 
+    def _not_in_topology(self, port: str, state: float, first: float, last: float) -> Finding:
+        """An inventory finding: the port reports, the topology has no link on it."""
+        value = None if not np.isfinite(state) else int(state)
+        return Finding(
+            detector=self.name,
+            symptom="port_not_in_topology",
+            entity="port",
+            id=port,
+            first_seen=ts_or(first, last),
+            last_seen=float(last),
+            severity="warning",
+            evidence=({"metric": "state", "port": port, "value": value},),
+            attrs={"state": value, "spare": value == 0},
+        )
+
     def snapshot(self) -> dict[str, Any]:
-        return {"events": {p: sorted([t, k] for t, k in self.events[p].items()) for p in sorted(self.events)}}
+        return {
+            "events": {p: sorted([t, k] for t, k in self.events[p].items()) for p in sorted(self.events)},
+            "down_since": dict(sorted(self.down_since.items())),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.events = {p: {float(t): int(k) for t, k in pairs} for p, pairs in state.get("events", {}).items()}
+        self.down_since = {str(p): float(t) for p, t in state.get("down_since", {}).items()}

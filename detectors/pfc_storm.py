@@ -1,11 +1,33 @@
-"""PFC pause storms (DESIGN §4 pfc_storm): a port that pauses its neighbour with nothing behind it.
+"""PFC pause storms (DESIGN §4 pfc_storm), with the SONiC PFC watchdog's meaning, traced to their origin.
 
-A port "pauses" when it sends ≥ ``pause_rate_min`` pause frames a second. Pausing is legitimate when
-its device has a reason: another of its ports holds a queue of ``queue_high_bytes`` or is itself being
-paused (congestion, or a storm, spreading upstream hop by hop). A pausing port whose device has no such
-reason, whose own queue is empty (≤ ``storm_max_queue_bytes``) and that receives little traffic
-(≤ ``storm_max_util_frac`` of line rate) is the source of a storm. The others that pause are
-``pause_upstream`` symptoms; correlation folds them into the storm or the congestion behind them.
+SONiC's PFC watchdog calls a queue *storming* when it is paused, has packets queued and transmits none
+over its detection time (REALISM.md; NVIDIA's platforms: PFC blocks the queue for more than 99 % of the
+interval). The storming queue is on the port that *receives* the pauses; the storm's source is the
+port at the other end of its link, the one sending them. Here, over the latest scrape interval of the
+receiving port (the shortest detection time the data allows):
+
+* paused: it receives ≥ ``pause_rate_min`` pause frames a second;
+* queued: its ``queue_depth_bytes`` is above zero;
+* transmits none, so blocked nearly all the time: with packets queued it sent ≤ 1 - ``paused_frac_min``
+  of its line rate (a queue that has packets and sends 1 % of what the line carries is held 99 % of
+  the time). The blocked time is read from what the queue sent, not from the pause count: how long a
+  pause frame holds the link depends on the quanta the sender put in it (IEEE 802.1Qbb: up to 65535
+  quanta of 512 bit times), which the counters do not say.
+
+A column that the source does not fill (no queue depth over OpenConfig gNMI, no pause counters over
+sysfs) makes the queue's state unknown, and an unknown queue is never a storm.
+
+A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is the origin of a storm
+(``pfc_storm_source``) when the queue it pauses is storming and its own device has no reason to pause
+(no other port holding a queue of ``queue_high_bytes`` or being paused itself): pauses spread
+upstream hop by hop, and a port pausing because its device is held is a step on the way, not the
+origin. Every other pausing port is ``pause_upstream``; correlation folds them into the nearest storm
+or congestion behind them.
+
+Port counters are per port, not per priority: a source that fills none per priority (the telemetry
+contract has no per-priority column yet) is judged on the port; the 1 % left over covers control
+traffic and lossy classes still flowing while the lossless one is held (a RoCE training fabric
+carries its load on the lossless class).
 """
 
 from __future__ import annotations
@@ -13,14 +35,31 @@ from __future__ import annotations
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.frames import sig, ts_or
+from fabricwatch.detectors.config import Fraction
+from fabricwatch.detectors.frames import Keyed, sig, ts_or
 from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
 
 
 class PfcStormConfig(TrafficConfig):
-    storm_max_util_frac: float = 0.2  # a storm source carries little traffic ...
-    storm_max_queue_bytes: int = 64 << 10  # ... and has nothing queued behind its pauses
+    # NVIDIA's platforms call it a storm when PFC blocks the queue more than 99 % of the interval:
+    # a queue with packets that sends ≤ 1 % of its line rate
+    paused_frac_min: Fraction = 0.99
+
+
+def last_rate(at: Keyed, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per entity: the counter's rate over its latest scrape interval, and that interval's end ts
+    (NaN where the entity has fewer than two samples)."""
+    st = at.steps(column)
+    rate, when = np.full(at.n, np.nan), np.full(at.n, np.nan)
+    if len(st.codes):
+        rev = np.arange(len(st.codes))[::-1]
+        codes, first = np.unique(st.codes[rev], return_index=True)
+        pick = rev[first]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate[codes] = np.where(st.dt[pick] > 0, st.step[pick] / st.dt[pick], np.nan)
+        when[codes] = st.ts[pick]
+    return rate, when
 
 
 class PfcStorm(Detector):
@@ -28,6 +67,23 @@ class PfcStorm(Detector):
     emits = frozenset({"pfc_storm_source", "pause_upstream"})
     Config = PfcStormConfig
     config: PfcStormConfig
+
+    def storming(self, window: Window, at: Keyed) -> tuple[np.ndarray, np.ndarray]:
+        """Per port (``at``'s order): whether its egress queue is storming by the watchdog's meaning
+        over its latest interval (False where unknown), and the share of that interval it was held
+        (NaN where unknown)."""
+        cfg = self.config
+        speed_bps = at.last("speed_gbps") * 1e9
+        rx_pause, _ = last_rate(at, "rx_pause_total")
+        tx_bytes, _ = last_rate(at, "tx_bytes_total")
+        queue = at.last("queue_depth_bytes")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sent = np.minimum(tx_bytes * 8 / speed_bps, 1.0)  # share of the line rate it transmitted
+            blocking = (rx_pause >= cfg.pause_rate_min) & (queue > 0)
+            held = np.where(blocking, 1.0 - sent, 0.0)
+            held[np.isnan(rx_pause) | np.isnan(queue) | np.isnan(sent)] = np.nan
+            storming = held >= cfg.paused_frac_min
+        return storming, held  # NaN compares False: an unknown queue is never a storm
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
@@ -38,17 +94,19 @@ class PfcStorm(Detector):
             pausing = t.tx_pause >= cfg.pause_rate_min
             if not pausing.any():
                 return []
+            storming, paused = self.storming(window, t.at)
+            partner = t.at.peer_positions(window.topology.port_peer)
+            held = np.where(partner >= 0, storming[np.maximum(partner, 0)], False)
             reason = (t.queue >= cfg.queue_high_bytes) | (t.rx_pause >= cfg.pause_rate_min)
             devices = t.device_of(window)
             reasons = by_device(reason, devices).reindex(devices).to_numpy()
             explained = (reasons - reason.astype(np.int64)) > 0  # another port of the device has a reason
-            quiet = ~(t.rx_util > cfg.storm_max_util_frac) & ~(t.queue > cfg.storm_max_queue_bytes)
-            source = pausing & ~explained & quiet
+            source = pausing & held & ~explained
         last_ts = t.at.last_ts()
         out = []
         for i in np.flatnonzero(pausing):
             port = str(t.at.index[i])
-            evidence = (
+            evidence = [
                 {
                     "metric": "tx_pause_per_s",
                     "port": port,
@@ -56,8 +114,20 @@ class PfcStorm(Detector):
                     "threshold": cfg.pause_rate_min,
                 },
                 {"metric": "rx_util", "port": port, "value": sig(t.rx_util[i], 3)},
-                {"metric": "queue_depth_bytes", "port": port, "value": sig(t.queue[i])},
-            )
+            ]
+            if source[i]:  # the watchdog's reading of the queue it holds
+                j = int(partner[i])
+                evidence.append(
+                    {
+                        "metric": "paused_frac",
+                        "port": str(t.at.index[j]),
+                        "value": sig(paused[j], 3),
+                        "threshold": cfg.paused_frac_min,
+                    }
+                )
+                evidence.append({"metric": "queue_depth_bytes", "port": str(t.at.index[j]), "value": sig(t.queue[j])})
+            else:
+                evidence.append({"metric": "queue_depth_bytes", "port": port, "value": sig(t.queue[i])})
             out.append(
                 Finding(
                     detector=self.name,
@@ -67,10 +137,10 @@ class PfcStorm(Detector):
                     first_seen=ts_or(t.first_pause[i], last_ts[i]),
                     last_seen=float(last_ts[i]),
                     severity="major" if source[i] else "warning",
-                    evidence=evidence,
+                    evidence=tuple(evidence),
                     cause="pfc_storm" if source[i] else None,
                     score=float(t.tx_pause[i] / cfg.pause_rate_min),
-                    attrs={"device": str(devices[i])},
+                    attrs={"device": str(devices[i]), "partner_storming": bool(held[i])},
                 )
             )
         return out

@@ -252,3 +252,131 @@ def test_loss_over_one_percent_reroutes_before_repair() -> None:
     (without,) = Correlator(TOPO).correlate([f("ber_above_limit", FAB.b, severity="major")])
     assert (with_loss.cause, with_loss.runbook) == ("transceiver_fault", "reroute")
     assert (without.cause, without.runbook) == ("transceiver_fault", "replace-transceiver")
+
+
+# --- topology roots: inventory, a switch down, errors on a share of a small switch ---------------------
+
+SMALL = topology.generate(16, rails=4, gpus_per_node=8)  # leaf3-0: 4 host links on 2 nodes, 4 uplinks
+LEAF3 = SMALL.ports_of_device("leaf3-0")
+FAR3 = [SMALL.port_peer[p] for p in LEAF3]
+EIGHT = topology.generate(16, rails=8, gpus_per_node=8)  # leaf3-0: 2 host links, 2 uplinks; spines of 8
+SPINE01 = EIGHT.ports_of_device("spine01")
+
+
+def down(ports: list[str], t: float = 100.0, last: float | None = None) -> list[Finding]:
+    out = [f("link_down", p, severity="critical", t=t) for p in ports]
+    if last is not None:
+        out = [Finding(x.detector, x.symptom, x.entity, x.id, t, last, x.severity, x.evidence) for x in out]
+    return out
+
+
+SMALL_ROWS = [
+    # comment, topology, findings, {(cause, entity, id): findings folded in}, {switch held (not paged)}
+    (
+        "a leaf reboots: its far ends see every link down and it is silent, for a minute: held, no page",
+        SMALL,
+        down(FAR3, t=100, last=160) + [f("loss_of_light", p, severity="critical") for p in FAR3],
+        {},
+        {"leaf3-0"},
+    ),
+    (
+        "the same leaf still off after the reboot allowance: one switch_fault with all 16 findings",
+        SMALL,
+        down(FAR3, t=100, last=800) + [f("loss_of_light", p, severity="critical") for p in FAR3],
+        {("switch_fault", "switch", "leaf3-0"): 16},
+        set(),
+    ),
+    (
+        "the leaf reports its own ports down with the far ends: alive and failing, paged at once",
+        SMALL,
+        down(FAR3 + LEAF3, t=100, last=130),
+        {("switch_fault", "switch", "leaf3-0"): 16},
+        set(),
+    ),
+    (
+        "both nodes behind a leaf reboot: half its links (every host one), not a majority: four links",
+        SMALL,
+        down(FAR3[:4]),
+        {("link_down", "link", SMALL.port_link[p].id): 1 for p in FAR3[:4]},
+        set(),
+    ),
+    (
+        "one node reboots: each leaf loses its links to that node only, one far domain: link downs",
+        SMALL,
+        down([p for p in SMALL.ports if p.startswith("node000/")]),
+        {("link_down", "link", SMALL.port_link[p].id): 1 for p in SMALL.ports if p.startswith("node000/")},
+        set(),
+    ),
+    (
+        "errors with normal light on 2 of a 4-link leaf's links, far ends on two spines: the switch",
+        EIGHT,
+        [f("ber_above_limit", p, severity="major") for p in ("leaf3-0:p64", "leaf3-0:p65")],
+        {("switch_fault", "switch", "leaf3-0"): 2},
+        set(),
+    ),
+    (
+        "errors on 3 of a spine's 8 links, far ends on three leaves: the spine",
+        EIGHT,
+        [f("fec_uncorrectable", p, severity="major") for p in SPINE01[2:5]],
+        {("switch_fault", "switch", "spine01"): 3},
+        set(),
+    ),
+    (
+        "errors on 1 of the spine's 8 links: its transceiver",
+        EIGHT,
+        [f("fec_uncorrectable", SPINE01[2], severity="major")],
+        {("transceiver_fault", "port", SPINE01[2]): 1},
+        set(),
+    ),
+    (
+        "two links of one leaf erring, one with its rx down: light lost explains it, two link problems",
+        EIGHT,
+        [
+            f("ber_above_limit", "leaf3-0:p64", severity="major"),
+            f("ber_above_limit", "leaf3-0:p65", severity="major"),
+            f("rx_power_drop", "leaf3-0:p65"),
+        ],
+        {
+            ("transceiver_fault", "port", "leaf3-0:p64"): 1,
+            ("connector_contamination", "link", EIGHT.port_link["leaf3-0:p65"].id): 2,
+        },
+        set(),
+    ),
+    (
+        "a spare port (not in the topology) down and dark: inventory, nothing to page",
+        SMALL,
+        [
+            f("port_not_in_topology", "leaf3-0:p68", severity="warning"),
+            f("link_down", "leaf3-0:p68", severity="critical"),
+            f("loss_of_light", "leaf3-0:p68", severity="critical"),
+            f("rx_power_low_alarm", "leaf3-0:p68", severity="major"),
+        ],
+        {},
+        set(),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("comment", "topo", "findings", "expected", "held"), SMALL_ROWS, ids=[r[0] for r in SMALL_ROWS]
+)
+def test_topology_roots(comment: str, topo: topology.Topology, findings: list[Finding], expected: dict,
+                        held: set[str]) -> None:  # fmt: skip
+    correlator = Correlator(topo)
+    diagnoses = correlator.correlate(findings)
+    assert {(d.cause, d.entity, d.id): len(d.findings) for d in diagnoses} == expected, comment
+    assert {d.id for d in correlator.held} == held, comment
+    claimed = [id(x) for d in diagnoses + correlator.held for x in d.findings]
+    assert len(claimed) == len(set(claimed)), "a finding is folded into one diagnosis at most"
+
+
+def test_a_switch_down_covers_its_links_so_their_incidents_fold_into_it() -> None:
+    (d,) = Correlator(SMALL).correlate(down(FAR3 + LEAF3, t=100, last=130))
+    assert d.covers == {f"link:{SMALL.port_link[p].id}" for p in LEAF3}
+    assert d.severity == "critical"
+
+
+def test_spare_ports_are_listed_as_inventory() -> None:
+    correlator = Correlator(SMALL)
+    assert correlator.correlate([f("link_down", "leaf3-0:p68", severity="critical")]) == []
+    assert correlator.inventory == ["leaf3-0:p68"]

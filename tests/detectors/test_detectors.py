@@ -425,3 +425,96 @@ def test_module_that_never_reported_is_judged_by_dr4_defaults() -> None:
 
     found = {(f.symptom, f.id) for f in findings_at("optical_thresholds", edit, cut=no_modules)}
     assert ("rx_power_low_warn", LEAF_PORT) in found  # -6.1 is under the DR4 default warning (-5.9)
+
+
+# --- link_state: ports the topology does not have, and the start of a long down spell --------------
+
+
+def _without_host_link(w: Window) -> Window:
+    """The same telemetry judged against a topology file that lacks the HOST link (a spare port)."""
+    topo = topology.Topology(TOPO.name, TOPO.nodes, TOPO.switches, [x for x in TOPO.links if x.id != HOST.id])
+    return Window(w.start, w.end, w.frames, w.modules, topo)
+
+
+def test_a_port_missing_from_the_topology_is_an_inventory_finding_not_a_link_down() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "state", 0, start=60, port=LEAF_PORT)  # a module in a cage with no fibre
+
+    found = findings_at("link_state", edit, cut=_without_host_link)
+    assert {(f.symptom, f.id) for f in found} == {
+        ("port_not_in_topology", LEAF_PORT),
+        ("port_not_in_topology", GPU_PORT),  # up and reporting, but no link of the topology either
+    }
+    spare = next(f for f in found if f.id == LEAF_PORT)
+    assert spare.severity == "warning" and spare.attrs == {"state": 0, "spare": True}
+
+
+def test_link_down_first_seen_is_the_start_of_the_down_spell_not_of_the_window() -> None:
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "state", 0, start=60, port=HOST.b)
+
+    (f,) = findings_at("link_state", edit, at=300)  # windows of 60 s: the spell began 4 minutes ago
+    assert f.symptom == "link_down" and f.first_seen == pytest.approx(T0 + 60, abs=5)
+
+
+def test_down_spell_survives_a_restart_and_ends_when_the_port_is_up() -> None:
+    tl = Timeline(TOPO, duration=300, seed=5)
+    tl.put("port", "state", 0, start=60, end=200, port=HOST.b)
+    detector = detector_class("link_state")()
+    for t in tl.ticks(10.0, 60.0):
+        if t > 150:
+            break
+        detector.detect(tl.window(t))
+    restored = detector_class("link_state")()
+    restored.restore(detector.snapshot())
+    assert restored.down_since == {HOST.b: pytest.approx(T0 + 60, abs=5)}
+    restored.detect(tl.window(230))  # up again since 200 s
+    assert HOST.b not in restored.down_since
+
+
+# --- pfc_storm: the SONiC watchdog's meaning (paused, queued, transmitting none), unknown is no storm ---
+
+NIC = "node001/gpu2:p0"
+NIC_LEAF = TOPO.port_peer[NIC]
+
+
+def _storm(tl: Timeline, partner_sends: float = 0.0) -> None:
+    """A NIC pausing its leaf port continuously with nothing behind its pauses; the leaf port holds a
+    full queue and sends ``partner_sends`` of its line rate; the leaf pauses four of its uplinks."""
+    tl.count("port", "tx_pause_total", 20_000, start=60, port=NIC)
+    tl.count("port", "rx_pause_total", 20_000, start=60, port=NIC_LEAF)
+    tl.freeze("port", "rx_bytes_total", start=60, per_s=partner_sends * BYTES_PER_S, port=NIC)
+    tl.freeze("port", "tx_bytes_total", start=60, per_s=partner_sends * BYTES_PER_S, port=NIC_LEAF)
+    tl.freeze("port", "tx_packets_total", start=60, per_s=partner_sends * BYTES_PER_S / 4096, port=NIC_LEAF)
+    tl.put("port", "queue_depth_bytes", 3_000_000, start=60, port=NIC_LEAF)
+    upstream = [p for p in TOPO.ports_of_device(TOPO.port_device[NIC_LEAF]) if p != NIC_LEAF][16:20]
+    tl.count("port", "tx_pause_total", 5000, start=60, port=upstream)
+    tl.count("port", "rx_pause_total", 5000, start=60, port=[TOPO.port_peer[p] for p in upstream])
+
+
+def _symptoms(found: list[Finding]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for x in found:
+        out.setdefault(x.symptom, set()).add(x.id)
+    return out
+
+
+def test_pfc_storm_source_is_the_nic_whose_partner_queue_is_held_full_and_silent() -> None:
+    found = _symptoms(findings_at("pfc_storm", _storm))
+    assert found["pfc_storm_source"] == {NIC}
+    assert len(found["pause_upstream"]) == 4  # the leaf pauses its uplinks because its port is held
+
+
+def test_a_held_queue_that_still_sends_5_percent_is_paused_not_storming() -> None:
+    found = _symptoms(findings_at("pfc_storm", lambda tl: _storm(tl, partner_sends=0.05)))
+    assert "pfc_storm_source" not in found and NIC in found["pause_upstream"]
+
+
+def test_no_queue_depth_column_is_unknown_never_a_storm() -> None:
+    """OpenConfig gNMI gives no queue depth: the partner's queue cannot be judged, so no storm."""
+
+    def edit(tl: Timeline) -> None:
+        _storm(tl)
+        tl.drop_column("port", "queue_depth_bytes")
+
+    assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", edit))
