@@ -227,15 +227,35 @@ class Keyed:
         """``valid`` narrowed to one source per entity: the source with the most valid samples here
         (ties: the first by name). Two collectors reporting one port (DESIGN §4b duplicate_source)
         each count from their own agent; interleaving their samples would make bogus steps."""
+        multi = self._multi_source_rows()
+        pick = multi & valid
+        if not pick.any():
+            return valid
         src = self.sources()
-        if not len(src) or not valid.any():
-            return valid
         n_src = int(src.max()) + 1
-        if n_src == 1:
-            return valid
-        counts = np.bincount(self.codes[valid] * n_src + src[valid], minlength=self.n * n_src)
-        primary = counts.reshape(self.n, n_src).argmax(axis=1)
-        return valid & (src == primary[self.codes])
+        keys, counts = np.unique(self.codes[pick] * n_src + src[pick], return_counts=True)
+        entity, source = keys // n_src, keys % n_src
+        order = np.lexsort((source, -counts, entity))  # per entity: most samples first, then by name
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = entity[order][1:] != entity[order][:-1]
+        primary = np.full(self.n, -1, dtype=np.int64)
+        primary[entity[order][first]] = source[order][first]
+        return valid & (~multi | (src == primary[self.codes]))
+
+    def _multi_source_rows(self) -> np.ndarray:
+        """Per row: its entity is reported by more than one source in these rows (cached)."""
+        hit = self._aggs.get(("__multi_source__", ""))
+        if hit is None:
+            src = self.sources()
+            hit = np.zeros(len(self.codes), dtype=bool)
+            if len(src) > 1:
+                change = (src[1:] != src[:-1]) & (self.codes[1:] == self.codes[:-1])
+                if change.any():
+                    entities = np.zeros(self.n, dtype=bool)
+                    entities[self.codes[1:][change]] = True
+                    hit = entities[self.codes]
+            self._aggs[("__multi_source__", "")] = hit
+        return hit
 
     def steps(self, column: str) -> Steps:
         """Steps of a ``_total`` counter between consecutive non-null samples of each entity, from one
