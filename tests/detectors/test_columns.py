@@ -3,6 +3,8 @@ columns read as unknown, counters that reset, wrap or stick, and two collectors 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -291,3 +293,36 @@ def test_corruption_correlation(comment: str, findings: list[Finding], expected:
     got = Correlator(TOPO).correlate(findings)
     assert {(d.cause, d.entity, d.id) for d in got} == expected, comment
     assert sum(len(d.findings) for d in got) == len(findings), "every finding folded in once"
+
+
+SMALL = topology.generate(16, rails=4, gpus_per_node=8)
+SMALL_PORT = SMALL.links[3].b
+
+
+def corruption_over(rate: float, duration: float = 900.0, restart_at: float | None = None) -> dict[float, bool]:
+    """Per tick (s into the run): whether SMALL_PORT, losing ``rate`` of its frames from 60 s, is
+    flagged; with ``restart_at``, the detector is snapshot and restored into a new one there."""
+    tl = Timeline(SMALL, duration=duration, seed=3)
+    crc_at(rate, 60.0, port=SMALL_PORT)(tl)
+    det = Corruption()
+    seen = {}
+    for t in tl.ticks(10.0, 60.0):
+        if restart_at is not None and t == restart_at:
+            state = json.loads(json.dumps(det.snapshot()))
+            det = Corruption()
+            det.restore(state)
+        seen[t] = ("corruption", SMALL_PORT) in found(det.detect(tl.window(t)))
+    return seen
+
+
+def test_a_rate_near_corropts_threshold_is_found_over_minutes_not_in_one_window() -> None:
+    """2e-8 is 8 errors a minute on this port: no single window tells it from noise, the
+    accumulated sums do within 15 minutes; 5e-9 (under the threshold) is never flagged."""
+    near = corruption_over(2e-8)
+    assert not near[120.0], "one or two windows are not enough evidence"
+    assert near[900.0]
+    assert not any(corruption_over(5e-9).values())
+
+
+def test_accumulated_evidence_survives_a_restart() -> None:
+    assert corruption_over(2e-8, restart_at=400.0) == corruption_over(2e-8)
