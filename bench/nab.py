@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("nab_dir", type=Path)
     parser.add_argument("--only", nargs="*", default=None, metavar="CATEGORY")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--per-file", action="store_true", help="also print each file's raw score")
     args = parser.parse_args(argv)
     labels = json.loads((args.nab_dir / "labels" / "combined_windows.json").read_text())
     scored: list[tuple[str, FileScore, FileScore, FileScore]] = []
@@ -210,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'category':<24} {'files':>5} {'windows':>7} {'raw':>8} {'score':>7}")
     for cat, r in result["categories"].items():
         print(f"{cat:<24} {r['files']:>5} {r['windows']:>7} {r['raw']:>8.2f} {r['score']:>7.1f}")
+    if args.per_file:
+        for _, det, null, _perfect in scored:
+            print(f"  {det.name:<60} {float(det.at(at)[0]):7.2f} (null {float(null.at(np.array([1.1]))[0]):.0f})")
     print(f"NAB standard score: {normalised:.1f} on {len(scored)} files (threshold {threshold:.4f}; raw {raw:.2f},")
     print(f"  null {null_total:.2f}, perfect {perfect_total:.2f}); {len(missing)} labelled files absent")
     return 0
