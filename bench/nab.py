@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
-from fabricwatch.detectors.series import score_series
+from fabricwatch.detectors.series import SeriesConfig, score_series
 
 STANDARD = {"tp": 1.0, "fp": 0.11, "fn": 1.0}  # NAB's "standard" application profile
 PROBATION = 0.15  # NAB: the first 15 % of each file is for learning, not scored (capped at 0.15 * 5000 rows)
@@ -153,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, metavar="CATEGORY")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--per-file", action="store_true", help="also print each file's raw score")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a SeriesConfig field (repeatable)"
+    )
     args = parser.parse_args(argv)
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    config = msgspec.convert(overrides, SeriesConfig)
     labels = json.loads((args.nab_dir / "labels" / "combined_windows.json").read_text())
     scored: list[tuple[str, FileScore, FileScore, FileScore]] = []
     missing = []
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         timestamps, values = read_series(path)
         rows = window_rows(timestamps, windows)
-        scores = score_series(values)
+        scores = score_series(values, config)
         null = np.full(len(values), 0.5)
         perfect = np.zeros(len(values))
         for left, _ in rows:

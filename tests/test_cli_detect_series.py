@@ -122,7 +122,7 @@ def test_bench_normalises_perfect_to_100_and_null_to_0(tmp_path, capsys, monkeyp
     labels = {"cat/a.csv": [[start + ".000000", end + ".000000"]], "cat/absent.csv": []}
     (tmp_path / "labels" / "combined_windows.json").write_text(json.dumps(labels))
 
-    def perfect(values):
+    def perfect(values, config=None):
         scores = np.zeros(len(values))
         scores[700] = 1.0
         return scores
@@ -131,6 +131,6 @@ def test_bench_normalises_perfect_to_100_and_null_to_0(tmp_path, capsys, monkeyp
     assert nab.main([str(tmp_path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["standard_score"] == pytest.approx(100.0) and result["missing"] == ["cat/absent.csv"]
-    monkeypatch.setattr(nab, "score_series", lambda values: np.full(len(values), 0.5))
+    monkeypatch.setattr(nab, "score_series", lambda values, config=None: np.full(len(values), 0.5))
     nab.main([str(tmp_path), "--json"])
     assert json.loads(capsys.readouterr().out)["standard_score"] == pytest.approx(0.0)
