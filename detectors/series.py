@@ -50,8 +50,8 @@ class SeriesConfig(Config):
     reference_size: Count = 600
     calibration: Count = 300
     # Weight of the KNN score in the raw score (the rest is the Gaussian tail): an even mix chosen a
-    # priori. BENCHMARKS.md reports 0 (Gaussian only) measured better on the NAB files we could fetch;
-    # kept at 0.5 until a full-NAB run says otherwise.
+    # priori. On the 9 NAB files measured (BENCHMARKS.md) neither part wins on every category; kept at
+    # 0.5 until a full-NAB run says otherwise.
     knn_weight: Fraction = 0.5
     # Anomaly likelihood (Ahmad et al. 2017, NuPIC anomaly_likelihood.py defaults): a 10-sample
     # short-term mean against the raw scores' long-term distribution (8640 samples, 30 days at 5 min),
@@ -131,6 +131,8 @@ class SeriesDetector:
         window = self.recent.view()
         if window.size < 2:
             return 0.5
+        # Floor: 0.1 % of the range seen so far (and a tiny absolute one), so that a flat window does not
+        # turn the next rounding-size step into an infinite z; chosen a priori.
         std = max(float(window.std()), 1e-3 * span, 1e-12)
         z = abs(value - float(window.mean())) / std
         return 1.0 - 2.0 * _tail(z)
@@ -163,6 +165,9 @@ class SeriesDetector:
         self.raw.push(raw)
         self.raw_sum += raw
         self.raw_sq += raw * raw
+        if self.raw.count % c.long_window == 0:  # re-add from the buffer: no rounding drift on long streams
+            self.raw_sum = float(self.raw.data.sum())
+            self.raw_sq = float((self.raw.data**2).sum())
         count = min(self.raw.count, c.long_window)
         if count < c.learning:
             return 0.0
