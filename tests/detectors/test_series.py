@@ -72,3 +72,14 @@ def test_config_rejects_unknown_keys_and_bad_numbers():
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"no_such_key": 1}, SeriesConfig)
     assert SeriesDetector(SeriesConfig(embed=4)).config.embed == 4
+
+
+@pytest.mark.timeout(60)
+def test_ring_buffers_wrap_without_changing_the_no_look_ahead_property():
+    """Small windows so that every ring buffer (and the periodic re-sum) wraps many times."""
+    config = SeriesConfig(gauss_window=16, reference_size=40, calibration=20, long_window=64, learning=32)
+    values = _daily(900)
+    values[700] += 30
+    whole = score_series(values, config)
+    assert np.array_equal(score_series(values[:650], config), whole[:650])
+    assert np.all((whole >= 0) & (whole <= 1)) and whole[700] == 1.0
