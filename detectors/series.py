@@ -24,7 +24,7 @@ Cost: O(reference_size * embed) numpy work per sample (about 30 µs); state is a
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -94,6 +94,16 @@ class _Ring:
 
     def view(self) -> np.ndarray:
         return self.data[: min(self.count, self.size)]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"data": self.data.tolist(), "count": self.count}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.data = np.array(state["data"], dtype=float)
+        self.count = int(state["count"])
+
+
+_RINGS = ("recent", "alphas", "raw", "short")
 
 
 class SeriesDetector:
@@ -181,6 +191,35 @@ class SeriesDetector:
             likelihood = c.yellow
         self.prev_red = red
         return log_likelihood(likelihood)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state, so that a restarted process resumes the same scores (STYLE item 5)."""
+        return {
+            "config": self.config.to_dict(),
+            "n": self.n,
+            "lo": self.lo if self.n else None,
+            "hi": self.hi if self.n else None,
+            "history": self.history.tolist(),
+            "raw_sum": self.raw_sum,
+            "raw_sq": self.raw_sq,
+            "prev_red": self.prev_red,
+            **{name: getattr(self, name).snapshot() for name in _RINGS},
+        }
+
+    @classmethod
+    def restore(cls, state: dict[str, Any]) -> SeriesDetector:
+        """The detector a :meth:`snapshot` was taken of, ready for the next value."""
+        detector = cls(msgspec.convert(state["config"], SeriesConfig))
+        detector.n = int(state["n"])
+        detector.lo = math.inf if state["lo"] is None else float(state["lo"])
+        detector.hi = -math.inf if state["hi"] is None else float(state["hi"])
+        detector.history = np.array(state["history"], dtype=float)
+        detector.raw_sum = float(state["raw_sum"])
+        detector.raw_sq = float(state["raw_sq"])
+        detector.prev_red = bool(state["prev_red"])
+        for name in _RINGS:
+            getattr(detector, name).restore(state[name])
+        return detector
 
     def _learn(self, value: float) -> None:
         self.n += 1

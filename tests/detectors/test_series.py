@@ -83,3 +83,19 @@ def test_ring_buffers_wrap_without_changing_the_no_look_ahead_property():
     whole = score_series(values, config)
     assert np.array_equal(score_series(values[:650], config), whole[:650])
     assert np.all((whole >= 0) & (whole <= 1)) and whole[700] == 1.0
+
+
+def test_snapshot_restore_resumes_the_same_scores():
+    import json
+
+    values = _daily(700)
+    values[650] -= 20
+    whole = score_series(values)
+    detector = SeriesDetector()
+    first = [detector.update(float(v)) for v in values[:400]]
+    state = json.loads(json.dumps(detector.snapshot()))  # survives a JSON round trip
+    resumed = SeriesDetector.restore(state)
+    rest = [resumed.update(float(v)) for v in values[400:]]
+    assert np.array_equal(np.array(first + rest), whole)
+    empty = SeriesDetector.restore(json.loads(json.dumps(SeriesDetector().snapshot())))
+    assert empty.update(1.0) == SeriesDetector().update(1.0)
