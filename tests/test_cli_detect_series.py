@@ -73,9 +73,12 @@ def test_epoch_timestamps_and_stdout(tmp_path, capsys):
 )
 def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, rows, header, expected):
     src = _write(tmp_path / "x.csv", rows, header or "timestamp,value")
-    assert main(["detect-series", str(src), "--out", str(tmp_path / "o.csv")]) == 2
+    out = tmp_path / "o.csv"
+    assert main(["detect-series", str(src), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == f"fabricwatch detect-series: {expected}\n"
+    if header:  # a bad header is found before the output is opened
+        assert not out.exists()
 
 
 def test_missing_file(tmp_path, capsys):

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from fabricwatch.detectors.series import SeriesDetector
 from fabricwatch.errors import InputError
@@ -49,11 +49,18 @@ def _check_timestamp(text: str, place: str) -> None:
 
 
 def read_rows(f: TextIO, name: str) -> Iterator[tuple[str, str, float]]:
-    """``(timestamp text, value text, value)`` per data row; InputError naming ``name:line`` on the first bad one."""
+    """``(timestamp text, value text, value)`` per data row; InputError naming ``name:line`` on the first bad one.
+
+    The header is checked at once (before any output is opened); data rows are read lazily.
+    """
     reader = csv.reader(f)
     header = next(reader, None)
     if header is None or [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
         raise InputError(f"{name}:1", "expected the header 'timestamp,value'")
+    return _data_rows(reader, name)
+
+
+def _data_rows(reader: Any, name: str) -> Iterator[tuple[str, str, float]]:
     for row in reader:
         place = f"{name}:{reader.line_num}"
         if not row or all(not cell.strip() for cell in row):
@@ -77,11 +84,12 @@ def run(args: argparse.Namespace) -> int:
     detector = SeriesDetector()
     with contextlib.ExitStack() as stack:
         f = stack.enter_context(args.csv.open(newline="", encoding="utf-8"))
-        out = stack.enter_context(args.out.open("w", newline="")) if args.out else sys.stdout
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["timestamp", "value", "anomaly_score"])
         try:
-            for ts, text, value in read_rows(f, args.csv.name):
+            rows = read_rows(f, args.csv.name)
+            out = stack.enter_context(args.out.open("w", newline="")) if args.out else sys.stdout
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(["timestamp", "value", "anomaly_score"])
+            for ts, text, value in rows:
                 writer.writerow([ts, text, f"{detector.update(value):.6f}"])
         except UnicodeDecodeError as exc:
             raise InputError(args.csv.name, f"not UTF-8 text ({exc.reason})") from None
