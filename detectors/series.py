@@ -50,7 +50,7 @@ class SeriesConfig(Config):
     reference_size: Count = 600
     calibration: Count = 300
     # Weight of the KNN score in the raw score (the rest is the Gaussian tail): an even mix chosen a
-    # priori. On the 9 NAB files measured (BENCHMARKS.md) neither part wins on every category; kept at
+    # priori. On the 10 NAB files measured (BENCHMARKS.md) neither part wins on every category; kept at
     # 0.5 until a full-NAB run says otherwise.
     knn_weight: Fraction = 0.5
     # Anomaly likelihood (Ahmad et al. 2017, NuPIC anomaly_likelihood.py defaults): a 10-sample
