@@ -153,6 +153,26 @@ class Keyed:
     def max(self, column: str) -> np.ndarray:
         return self._agg(column, "max")
 
+    def noise(self, column: str) -> np.ndarray:
+        """Each entity's sample-to-sample noise as a standard deviation: the median absolute step
+        between consecutive samples over 0.6745·√2 (a Gaussian's), so a level that steps or ramps once
+        in the window does not count as noise; NaN with fewer than two samples."""
+        key = (column, "noise")
+        out = self._aggs.get(key)
+        if out is None:
+            v = self.values(column)
+            step = np.full(len(v), np.nan)
+            if len(v) > 1:
+                same = self.codes[1:] == self.codes[:-1]
+                step[1:] = np.where(same, np.abs(np.diff(v)), np.nan)
+            med = self._grouped_median(step)
+            if med is None:
+                agg = pd.Series(step).groupby(self.codes).median()
+                med = agg.reindex(range(self.n)).to_numpy(dtype=np.float64, na_value=np.nan)
+            out = med / (0.6745 * np.sqrt(2.0))
+            self._aggs[key] = out
+        return out
+
     def min(self, column: str) -> np.ndarray:
         return self._agg(column, "min")
 
