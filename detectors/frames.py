@@ -361,7 +361,8 @@ THRESHOLD_COLUMNS = {
 
 def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str, np.ndarray]:
     """The module thresholds of each entity of ``index`` (ports, or (port, lane)): the latest the
-    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null).
+    port's module reported; where it never did (or sent null), the defaults of its media type
+    (``config.media_defaults``, by module column), else the config's 400G-DR4 defaults.
     ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
@@ -375,9 +376,15 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
         pos = pd.Index(latest["port"].astype(str), dtype=object).get_indexer(ports)
     else:
         latest, pos = pd.DataFrame(), np.full(len(ports), -1)
+    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
+    media = np.full(len(ports), "", dtype=object)
+    if by_media and "media" in latest.columns:
+        media[pos >= 0] = latest["media"].astype(object).to_numpy()[pos[pos >= 0]]
     out = {}
     for column, default_name in THRESHOLD_COLUMNS.items():
-        default = getattr(config, default_name) if default_name else np.nan
+        default: Any = getattr(config, default_name) if default_name else np.nan
+        if by_media:  # the defaults of the module's media type where the table has them
+            default = np.array([by_media.get(str(m), {}).get(column, default) for m in media], dtype=np.float64)
         per_port = np.full(len(ports), np.nan)
         if column in latest.columns:
             values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

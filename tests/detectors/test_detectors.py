@@ -481,3 +481,20 @@ def test_a_replaced_module_starts_both_ends_baselines_afresh() -> None:
         ("rx_power_drop", FAB.b),
     }
     assert findings_at("optical_baseline", edit, cut=swap) == []
+
+
+def test_a_module_without_thresholds_is_judged_by_its_media_types_defaults() -> None:
+    """An SR8 module that reports no thresholds: -7 dBm is under the DR4 default warning (-5.9) but
+    within SR8's receive range (IEEE 802.3cm: ≥ -8.4 dBm); -9 dBm is not."""
+
+    def sr8(w: Window) -> Window:
+        thresholds = [c for c in w.modules.columns if c.endswith(("_dbm", "_ma", "_c"))]
+        mods = w.modules.assign(media="400G-SR8", **dict.fromkeys(thresholds, None))
+        return Window(w.start, w.end, w.frames, mods, w.topology)
+
+    def at(level: float) -> set:
+        edit = lambda tl: tl.put("optical", "rx_power_dbm", level, start=100, port=LEAF_PORT)  # noqa: E731
+        return {f.symptom for f in findings_at("optical_thresholds", edit, cut=sr8) if f.id == LEAF_PORT}
+
+    assert "rx_power_low_warn" not in at(-7.0)
+    assert "rx_power_low_warn" in at(-9.0)
