@@ -45,7 +45,8 @@ class OpticalBaselineConfig(BaselineConfig):
     tx_drop_db: float = 1.0  # ... tx likewise (the laser fading) ...
     noise_k: float = 10.0  # ... and at least this many of the lane's own noise standard deviations (a
     # recent median of ~6 samples has ~0.5 σ of noise: 10 σ is ~20 of its own, for a fleet's lanes x ticks)
-    noise_gate_frac: float = 1.0  # the noise is learnt while within ×2 of its learnt level
+    noise_gate_frac: float = 1.0  # the noise is learnt while within ×2 of its learnt level ...
+    noise_tau_s: float = 600.0  # ... measured once a window, averaging about ten windows' estimates
     bias_rise_frac: float = 0.10  # bias up 10 % vs baseline: a laser pushed harder for its light
     module_temp_rise_c: float = 8.0  # module temperature up this much vs baseline
     baseline_gate_db: float = 1.0  # baselines follow drift only while within this of the level (a fault
@@ -70,7 +71,9 @@ class OpticalBaseline(Detector):
         }
         self.baselines = Baselines(gates, cfg.baseline_warmup_ticks, cfg.baseline_tau_s)
         noise_gate = Gate(cfg.noise_gate_frac, relative=True)
-        self.noise = Baselines(dict.fromkeys(NOISE, noise_gate), cfg.baseline_warmup_ticks, cfg.baseline_tau_s)
+        # each window's estimate is trusted at once, then averaged with the next ones (an EWMA)
+        self.noise = Baselines(dict.fromkeys(NOISE, noise_gate), 1, cfg.noise_tau_s)
+        self._noise_at = -np.inf  # end of the window the noise was last measured over
         self.modules: dict[str, str] = {}  # port -> the identity of its module (vendor|part|serial)
         self._modules_ts = -np.inf  # the newest module row looked at
         self._swapped_at: dict[str, float] = {}  # port -> when its link's module was replaced
@@ -86,9 +89,12 @@ class OpticalBaseline(Detector):
         level = {m: now.median(m) for m in METRICS}
         base = self.baselines.lookup(keys)
         rx, tx, bias, temp = (level[m] for m in METRICS)
-        measured = {"rx_noise_db": full.noise("rx_power_dbm"), "tx_noise_db": full.noise("tx_power_dbm")}
+        measured = None
+        if window.end - self._noise_at >= window.end - window.start:  # once per window: samples not reused
+            self._noise_at = window.end
+            measured = {"rx_noise_db": full.noise("rx_power_dbm"), "tx_noise_db": full.noise("tx_power_dbm")}
         learnt = self.noise.lookup(keys)
-        noise = {m: np.where(np.isfinite(learnt[m]), learnt[m], measured[m]) for m in NOISE}
+        noise = learnt if measured is None else {m: np.fmax(learnt[m], measured[m]) for m in NOISE}
         rx_step = np.fmax(cfg.rx_drop_db, cfg.noise_k * noise["rx_noise_db"])
         tx_step = np.fmax(cfg.tx_drop_db, cfg.noise_k * noise["tx_noise_db"])
         with np.errstate(invalid="ignore"):
@@ -120,7 +126,8 @@ class OpticalBaseline(Detector):
             ports = np.asarray(keys.get_level_values(0), dtype=object)
             alive &= ~np.isin(ports, list(self._swapped_at))
         self.baselines.update(keys, level, window.end, learn=alive)
-        self.noise.update(keys, measured, window.end, learn=alive)
+        if measured is not None:
+            self.noise.update(keys, measured, window.end, learn=alive)
         return out
 
     def _replaced(self, window: Window) -> None:
@@ -159,9 +166,11 @@ class OpticalBaseline(Detector):
             "lanes": self.baselines.snapshot(),
             "noise": self.noise.snapshot(),
             "modules": dict(sorted(self.modules.items())),
+            "noise_at": self._noise_at if np.isfinite(self._noise_at) else None,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.baselines.restore(state.get("lanes", {}))
         self.noise.restore(state.get("noise", {}))
         self.modules = dict(state.get("modules", {}))
+        self._noise_at = state["noise_at"] if state.get("noise_at") is not None else -np.inf

@@ -171,8 +171,10 @@ class OpticalTrend(Detector):
             tstat = b / np.sqrt(var_b)
             n_points = np.where(w > 0, w, 0.0)
             enough = (n_points >= cfg.min_points) & (dof > 0) & (ctt > 0)
-            critical = -stats.t.isf(cfg.alpha, np.where(enough, dof, 1.0))
-            significant = enough & (b < 0) & (tstat <= critical)
+            significant = enough & (b < 0)
+            critical = np.full(len(b), -np.inf)
+            critical[significant] = -stats.t.isf(cfg.alpha, dof[significant])
+            significant &= tstat <= critical
         if not significant.any():
             return []
         threshold = module_thresholds(window, now.index, _DEFAULTS)["tx_power_low_alarm_dbm"]
@@ -182,10 +184,10 @@ class OpticalTrend(Detector):
             decline = -b * span
             stepped = self._last[2, pos] >= cfg.step_share * decline
             falling = significant & (eta > 0) & (eta <= cfg.horizon_s) & ~stepped
-        return self._findings(now, np.flatnonzero(falling), y, b, eta, threshold, window.end)
+        return self._findings(now, np.flatnonzero(falling), y, b, eta, threshold)
 
     def _findings(self, now: Any, flagged: np.ndarray, y: np.ndarray, b: np.ndarray, eta: np.ndarray,
-                  threshold: np.ndarray, end: float) -> list[Finding]:  # fmt: skip
+                  threshold: np.ndarray) -> list[Finding]:  # fmt: skip
         if not len(flagged):
             return []
         ports = np.asarray(now.index.get_level_values(0), dtype=object)
