@@ -377,14 +377,17 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
     else:
         latest, pos = pd.DataFrame(), np.full(len(ports), -1)
     by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
-    media = np.full(len(ports), "", dtype=object)
+    kinds, media = np.array([""], dtype=object), np.zeros(len(ports), dtype=np.int64)
     if by_media and "media" in latest.columns:
-        media[pos >= 0] = latest["media"].astype(object).to_numpy()[pos[pos >= 0]]
+        codes, kinds = pd.factorize(latest["media"].astype(str))
+        media = np.where(pos >= 0, codes[np.maximum(pos, 0)], -1) if len(codes) else media
+        kinds = np.append(np.asarray(kinds, dtype=object), "")  # -1 (no module row) picks ""
     out = {}
     for column, default_name in THRESHOLD_COLUMNS.items():
         default: Any = getattr(config, default_name) if default_name else np.nan
         if by_media:  # the defaults of the module's media type where the table has them
-            default = np.array([by_media.get(str(m), {}).get(column, default) for m in media], dtype=np.float64)
+            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
+            default = table[media]
         per_port = np.full(len(ports), np.nan)
         if column in latest.columns:
             values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
