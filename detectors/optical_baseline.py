@@ -16,7 +16,10 @@ one lane against itself do not.
 
 A replaced module (its vendor, part or serial number changes in the ``module`` kind) starts the
 baselines of both ends of its link afresh: the new part launches at its own level, which the far end
-receives. A dark lane (below ``loss_of_light_dbm``) is neither judged nor learnt: that is loss of light.
+receives. So does a link that went down and retrained (``link_down_total`` rose at either end): a
+module is never replaced, nor a connector cleaned or reseated, without the link dropping, and the same
+part number may come back at another level; the new levels are learnt from samples after the event.
+A dark lane (below ``loss_of_light_dbm``) is neither judged nor learnt: that is loss of light.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class OpticalBaseline(Detector):
         self.modules: dict[str, str] = {}  # port -> the identity of its module (vendor|part|serial)
         self._modules_ts = -np.inf  # the newest module row looked at
         self._swapped_at: dict[str, float] = {}  # port -> when its link's module was replaced
+        self._retrain_ts = -np.inf  # the newest link-down event looked at
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
@@ -86,6 +90,7 @@ class OpticalBaseline(Detector):
         full = keyed(window, "optical")
         keys = now.index
         self._replaced(window)
+        self._retrained(window)
         level = {m: now.median(m) for m in METRICS}
         base = self.baselines.lookup(keys)
         rx, tx, bias, temp = (level[m] for m in METRICS)
@@ -161,12 +166,34 @@ class OpticalBaseline(Detector):
             self.baselines.forget(swapped)
             self.noise.forget(swapped)
 
+    def _retrained(self, window: Window) -> None:
+        """Forget both ends' baselines of every link whose link_down_total rose since the last look."""
+        ports = keyed(window, "port")
+        if not ports.n:
+            return
+        st = ports.steps("link_down_total")
+        new = (st.step > 0) & (st.ts > self._retrain_ts)
+        if not new.any():
+            return
+        self._retrain_ts = float(st.ts[new].max())
+        peer = window.topology.port_peer
+        gone: set[str] = set()
+        for code, at in zip(st.codes[new], st.ts[new], strict=True):
+            port = str(ports.index[code])
+            for end in (port, peer.get(port, port)):
+                gone.add(end)
+                self._swapped_at[end] = max(self._swapped_at.get(end, -np.inf), float(at))
+        self.baselines.forget(gone)
+        self.noise.forget(gone)
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "lanes": self.baselines.snapshot(),
             "noise": self.noise.snapshot(),
             "modules": dict(sorted(self.modules.items())),
             "noise_at": self._noise_at if np.isfinite(self._noise_at) else None,
+            "retrain_ts": self._retrain_ts if np.isfinite(self._retrain_ts) else None,
+            "swapped_at": dict(sorted(self._swapped_at.items())),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -174,3 +201,5 @@ class OpticalBaseline(Detector):
         self.noise.restore(state.get("noise", {}))
         self.modules = dict(state.get("modules", {}))
         self._noise_at = state["noise_at"] if state.get("noise_at") is not None else -np.inf
+        self._retrain_ts = state["retrain_ts"] if state.get("retrain_ts") is not None else -np.inf
+        self._swapped_at = {str(k): float(v) for k, v in state.get("swapped_at", {}).items()}

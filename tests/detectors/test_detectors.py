@@ -498,3 +498,22 @@ def test_a_module_without_thresholds_is_judged_by_its_media_types_defaults() -> 
 
     assert "rx_power_low_warn" not in at(-7.0)
     assert "rx_power_low_warn" in at(-9.0)
+
+
+def test_a_link_that_retrained_learns_its_new_levels() -> None:
+    """The same part number back at another level after the link dropped and retrained (a module
+    swapped for an identical part, a connector reseated): new levels, not a fade."""
+
+    def step(tl: Timeline) -> None:
+        tl.shift("optical", "tx_power_dbm", -1.4, start=120, port=FAB.a)
+        tl.shift("optical", "rx_power_dbm", -1.4, start=120, port=FAB.b)
+
+    def retrained(tl: Timeline) -> None:
+        step(tl)
+        tl.count("port", "link_down_total", 1000, start=118, end=118.001, port=[FAB.a, FAB.b])
+
+    assert {(f.symptom, f.id) for f in findings_at("optical_baseline", step)} == {
+        ("tx_power_drop", FAB.a),
+        ("rx_power_drop", FAB.b),
+    }
+    assert findings_at("optical_baseline", retrained) == []
