@@ -12,7 +12,8 @@ single step between consecutive points carries half the fitted decline (a step i
 reseat, which the baseline rules judge, not a drift). The finding is a ``warning`` with cause
 laser_degradation and a forecast: the threshold and ``eta_s`` until the fit reaches it.
 
-A replaced module (new vendor, part or serial number), a dark lane and a lane that stops reporting
+A replaced module (new vendor, part or serial number), a link that retrained (``link_down_total``
+rose at either end: a swap for the same part, a reseat), a dark lane and a lane that stops reporting
 start the lane's history afresh.
 """
 
@@ -26,7 +27,7 @@ from scipy import stats
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import RECENT_S, DetectorConfig
-from fabricwatch.detectors.frames import module_thresholds, recent, sig
+from fabricwatch.detectors.frames import keyed, module_thresholds, recent, sig
 from fabricwatch.detectors.optical_thresholds import OpticalThresholdsConfig
 from fabricwatch.records import Finding, Window
 
@@ -63,6 +64,7 @@ class OpticalTrend(Detector):
         self._point_at = -np.inf  # end of the last window that added a point
         self.modules: dict[str, str] = {}
         self._modules_ts = -np.inf
+        self._retrain_ts = -np.inf  # the newest link-down event looked at
 
     # --- state ----------------------------------------------------------------------------------------
 
@@ -109,11 +111,25 @@ class OpticalTrend(Detector):
             self.modules[port] = name
         return swapped
 
+    def _retrained(self, window: Window) -> set[str]:
+        """Both ends of every link whose link_down_total rose since the last look (a swap, a reseat)."""
+        ports = keyed(window, "port")
+        if not ports.n:
+            return set()
+        st = ports.steps("link_down_total")
+        new = (st.step > 0) & (st.ts > self._retrain_ts)
+        if not new.any():
+            return set()
+        self._retrain_ts = float(st.ts[new].max())
+        peer = window.topology.port_peer
+        ends = {str(ports.index[c]) for c in np.unique(st.codes[new])}
+        return ends | {peer.get(p, p) for p in ends}
+
     # --- detection ------------------------------------------------------------------------------------
 
     def detect(self, window: Window) -> list[Finding]:
         now = recent(window, "optical", self.recent_s)
-        swapped = self._replaced(window)
+        swapped = self._replaced(window) | self._retrained(window)
         if not now.n:
             return []
         keys = now.index
@@ -252,6 +268,7 @@ class OpticalTrend(Detector):
             "origin": self._origin,
             "point_at": self._point_at if np.isfinite(self._point_at) else None,
             "modules": dict(sorted(self.modules.items())),
+            "retrain_ts": self._retrain_ts if np.isfinite(self._retrain_ts) else None,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -268,6 +285,7 @@ class OpticalTrend(Detector):
         self._origin = state.get("origin")
         self._point_at = state.get("point_at") if state.get("point_at") is not None else -np.inf
         self.modules = dict(state.get("modules", {}))
+        self._retrain_ts = state["retrain_ts"] if state.get("retrain_ts") is not None else -np.inf
 
 
 _DEFAULTS = OpticalThresholdsConfig()  # the 400G-DR4 thresholds of a module that reported none

@@ -59,6 +59,14 @@ def module_swap(tl: Timeline) -> None:
     tl.modules = pd.concat([tl.modules, swapped], ignore_index=True)
 
 
+def same_part_swap(tl: Timeline) -> None:
+    """The same part number back 0.6 dB lower: only the link's drop and retrain tell the swap."""
+    at = START + 300
+    tl.shift("optical", "tx_power_dbm", -0.6, start=at, port=TX_PORT)
+    tl.shift("optical", "rx_power_dbm", -0.6, start=at, port=RX_PORT)
+    tl.count("port", "link_down_total", 1000, start=at - 2, end=at - 2 + 0.001, port=[TX_PORT, RX_PORT])
+
+
 def run(edit: Callable[[Timeline], None], seed: int = 3) -> list[tuple[float, Finding]]:
     """Every tick's findings (seconds into the run, finding) of optical_trend over an edited timeline."""
     tl = Timeline(TOPO, duration=RUN, seed=seed)
@@ -89,7 +97,9 @@ def test_a_half_db_per_hour_decline_is_a_warning_within_20_minutes_with_its_eta(
 
 
 @pytest.mark.parametrize(
-    "edit", [lambda tl: None, coolant_drift, load_steps, module_swap], ids=["healthy", "coolant", "load", "swap"]
+    "edit",
+    [lambda tl: None, coolant_drift, load_steps, module_swap, same_part_swap],
+    ids=["healthy", "coolant", "load", "swap", "same-part-swap"],
 )
 def test_legitimate_change_raises_no_forecast(edit: Callable[[Timeline], None]) -> None:
     assert run(edit) == []
