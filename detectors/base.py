@@ -66,6 +66,7 @@ DETECTORS: dict[str, str] = {
     "gpu_xid": "fabricwatch.detectors.gpu_xid:GpuXid",
     "optical_thresholds": "fabricwatch.detectors.optical_thresholds:OpticalThresholds",
     "optical_baseline": "fabricwatch.detectors.optical_baseline:OpticalBaseline",
+    "optical_trend": "fabricwatch.detectors.optical_trend:OpticalTrend",
     "pre_fec_ber": "fabricwatch.detectors.pre_fec_ber:PreFecBer",
     "fec_uncorrectable": "fabricwatch.detectors.fec_uncorrectable:FecUncorrectable",
     "packet_loss": "fabricwatch.detectors.packet_loss:PacketLoss",

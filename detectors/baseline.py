@@ -101,6 +101,18 @@ class Baselines:
             self._n[m][p] = n0 + learnt
             self._t[m][p] = np.where(learnt, now, t0)
 
+    def forget(self, entities: set[str]) -> None:
+        """Start these entities' levels afresh (all metrics): a replaced module, a load step. For a
+        (port, lane) index, ``entities`` names ports and every lane of them is forgotten."""
+        if not len(self._keys) or not entities:
+            return
+        names = self._keys.get_level_values(0) if isinstance(self._keys, pd.MultiIndex) else self._keys
+        hit = np.asarray(pd.Index(names, dtype=object).isin(list(entities)), dtype=bool)
+        for m in self.gates:
+            self._n[m][hit] = 0
+            self._value[m][hit] = 0.0
+            self._t[m][hit] = np.nan
+
     def snapshot(self) -> dict[str, Any]:
         order = self._keys.argsort() if len(self._keys) else np.zeros(0, dtype=np.int64)
         return {

@@ -81,10 +81,16 @@ INVENTORY = {"port_not_in_topology"}
 # Light lost on the way (or a dark module): explains a link's errors without its switch.
 OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
 TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
+FORECAST = {"tx_power_falling"}  # a trend that will cross the module's alarm: a ticket before the page
 # What a link problem must include to be worth an incident (a lone rise is a hint, not a page).
 ACTIONABLE = (
     RX_LOW | TX_LOW | ERRORS | STATE | {"loss_of_light", "tx_dark", "bias_high_alarm", "module_temp_high_alarm"}
 )
+# Readings against absolute levels that the DOM's ±3 dB calibration (SFF-8472) can put there on a healthy
+# link: a warning threshold, or tx(far) - rx(near) over the budget. Evidence beside a change or an alarm,
+# never an incident on their own (a warning is a finding, not a page).
+NOT_ALONE = frozenset({"path_loss_high", "rx_power_low_warn", "tx_power_low_warn"})
+ACTIONABLE = ACTIONABLE - NOT_ALONE
 PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this far from their root
 
 # rule -> the symptoms it reads (as roots, or folded in as symptoms of its diagnosis)
@@ -99,6 +105,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
     "corruption": frozenset({"corruption"}),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
+    "laser_degradation forecast": frozenset(FORECAST),
 }
 CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
 
@@ -232,6 +239,7 @@ class Correlator:
         out += self._switch(pool)
         out += self._links(pool)
         out += self._corruption(pool, out)
+        out += self._forecasts(pool)
         out += self._traffic(pool)
         return sorted(out, key=lambda d: d.key)
 
@@ -485,6 +493,19 @@ class Correlator:
             roots = pool.take([worst])
             rest = pool.take(pool.free(entity="port", ids=set(self.link_ends(worst.id)), exclude=TRAFFIC))
             out.append(Diagnosis("transceiver_fault", "port", worst.id, anchor, roots, rest))
+        return out
+
+    def _forecasts(self, pool: _Pool) -> list[Diagnosis]:
+        """A transmitter whose trend will cross its alarm, on a link with nothing actionable yet (rule 6
+        folds the forecast into its diagnosis otherwise): laser_degradation at severity warning, keyed
+        on its link as rule 6's diagnosis is, so that the ticket becomes the page when it crosses."""
+        by_link: dict[str, list[Finding]] = {}
+        for f in pool.free(entity="port", symptoms=FORECAST):
+            by_link.setdefault(self.link_anchor(f.id), []).append(f)
+        out = []
+        for anchor in sorted(by_link):
+            first = max(by_link[anchor], key=lambda f: (f.score, f.id))  # the fastest fall
+            out.append(Diagnosis("laser_degradation", "port", first.id, anchor, pool.take(by_link[anchor])))
         return out
 
     def _traffic(self, pool: _Pool) -> list[Diagnosis]:

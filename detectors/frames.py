@@ -159,6 +159,26 @@ class Keyed:
     def max(self, column: str) -> np.ndarray:
         return self._agg(column, "max")
 
+    def noise(self, column: str) -> np.ndarray:
+        """Each entity's sample-to-sample noise as a standard deviation: the median absolute step
+        between consecutive samples over 0.6745·√2 (a Gaussian's), so a level that steps or ramps once
+        in the window does not count as noise; NaN with fewer than two samples."""
+        key = (column, "noise")
+        out = self._aggs.get(key)
+        if out is None:
+            v = self.values(column)
+            step = np.full(len(v), np.nan)
+            if len(v) > 1:
+                same = self.codes[1:] == self.codes[:-1]
+                step[1:] = np.where(same, np.abs(np.diff(v)), np.nan)
+            med = self._grouped_median(step)
+            if med is None:
+                agg = pd.Series(step).groupby(self.codes).median()
+                med = agg.reindex(range(self.n)).to_numpy(dtype=np.float64, na_value=np.nan)
+            out = med / (0.6745 * np.sqrt(2.0))
+            self._aggs[key] = out
+        return out
+
     def min(self, column: str) -> np.ndarray:
         return self._agg(column, "min")
 
@@ -413,7 +433,8 @@ THRESHOLD_COLUMNS = {
 
 def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str, np.ndarray]:
     """The module thresholds of each entity of ``index`` (ports, or (port, lane)): the latest the
-    port's module reported, the config's 400G-DR4 defaults where it never did (or sent null).
+    port's module reported; where it never did (or sent null), the defaults of its media type
+    (``config.media_defaults``, by module column), else the config's 400G-DR4 defaults.
     ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
@@ -427,9 +448,18 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
         pos = pd.Index(latest["port"].astype(str), dtype=object).get_indexer(ports)
     else:
         latest, pos = pd.DataFrame(), np.full(len(ports), -1)
+    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
+    kinds, media = np.array([""], dtype=object), np.zeros(len(ports), dtype=np.int64)
+    if by_media and "media" in latest.columns:
+        codes, kinds = pd.factorize(latest["media"].astype(str))
+        media = np.where(pos >= 0, codes[np.maximum(pos, 0)], -1) if len(codes) else media
+        kinds = np.append(np.asarray(kinds, dtype=object), "")  # -1 (no module row) picks ""
     out = {}
     for column, default_name in THRESHOLD_COLUMNS.items():
-        default = getattr(config, default_name) if default_name else np.nan
+        default: Any = getattr(config, default_name) if default_name else np.nan
+        if by_media:  # the defaults of the module's media type where the table has them
+            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
+            default = table[media]
         per_port = np.full(len(ports), np.nan)
         if column in latest.columns:
             values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

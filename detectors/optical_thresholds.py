@@ -1,21 +1,33 @@
 """Optical levels against the module's own alarm and warning thresholds, per lane (DESIGN §3 module).
 
 Every module reports its thresholds (``module`` kind); a port whose module never did is judged by the
-400GBASE-DR4 defaults of the config. Levels are lane medians over ``recent_s``. Below
-``loss_of_light_dbm`` a lane is dark: that is loss of light, not a low reading. The link budget is
-checked too, against the other end: tx(far end, same lane) − rx(here) above ``link_loss_max_db`` (and
-``link_loss_margin_db`` above the fleet's median loss, since DOM calibration differs between vendors)
-means the path between them eats the light (a dirty connector, a damaged fibre), whatever the thresholds.
+defaults of its media type (``media_defaults``), else by the 400GBASE-DR4 defaults of the config.
+Levels are lane medians over ``recent_s``. Below ``loss_of_light_dbm`` a lane is dark: that is loss of
+light, not a low reading. The link budget is checked too, against the other end: tx(far end, same
+lane) − rx(here) above ``link_loss_max_db`` (and ``link_loss_margin_db`` above the fleet's median loss,
+since DOM calibration differs between vendors) means the path between them may eat the light. Absolute
+readings carry each DOM's ±3 dB calibration error (SFF-8472), so a warning or the path loss is
+evidence beside a change or an alarm, never an incident alone (detectors/correlate.py NOT_ALONE).
 """
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
 from fabricwatch.records import Finding, Window
+
+MEDIA_DEFAULTS: dict[str, dict[str, float]] = {
+    # 400GBASE-FR4 (IEEE 802.3cu cl. 151): launch ≥ -3.2 dBm a lane, receive ≥ -7.2 dBm
+    "400G-FR4": {"tx_power_low_warn_dbm": -3.2, "tx_power_low_alarm_dbm": -6.2,
+                 "rx_power_low_warn_dbm": -7.2, "rx_power_low_alarm_dbm": -10.2},
+    # 400GBASE-SR8 (IEEE 802.3cm cl. 138): launch ≥ -6.5 dBm a lane, receive ≥ -8.4 dBm
+    "400G-SR8": {"tx_power_low_warn_dbm": -6.5, "tx_power_low_alarm_dbm": -9.5,
+                 "rx_power_low_warn_dbm": -8.4, "rx_power_low_alarm_dbm": -11.4},
+}  # fmt: skip
 
 
 class OpticalThresholdsConfig(DetectorConfig):
@@ -28,6 +40,9 @@ class OpticalThresholdsConfig(DetectorConfig):
     dr4_tx_low_alarm_dbm: float = -5.9
     dr4_temp_high_warn_c: float = 70.0  # QSFP-DD case temperature limit
     dr4_temp_high_alarm_c: float = 75.0
+    # Other media's defaults by module column (the module kind's ``media``), from their IEEE clauses'
+    # per-lane minimum average launch and receive powers as warnings, alarms 3 dB under as above.
+    media_defaults: dict[str, dict[str, float]] = msgspec.field(default_factory=lambda: dict(MEDIA_DEFAULTS))
     loss_of_light_dbm: float = -30.0  # below this a lane receives (or sends) nothing (dark reads ~-40 dBm)
     link_loss_max_db: float = 5.0  # tx(far) - rx(near) above this: out of any DR4 budget (3 dB + margin) ...
     link_loss_margin_db: float = 3.0  # ... and this much above the fleet's median loss (DOM calibration differs)

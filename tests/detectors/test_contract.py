@@ -46,6 +46,7 @@ def faulty_timeline() -> Timeline:
     tl.count("port", "fec_uncorrectable_total", 20, start=100, port=FAB.b)
     tl.count("port", "rx_crc_errors_total", 200_000, start=100, port=FAB.b)  # ~3 % of its frames
     tl.put("port", "state", 0, start=150, port=FAB.a)
+    tl.shift("optical", "tx_power_dbm", -3.0, ramp=240, port=TOPO.links[210].a)  # a fading laser
     hot = "leaf3-0:p00"
     tl.count("port", "tx_bytes_total", 0.38 * 50e9, start=100, port=hot)
     tl.put("port", "queue_depth_bytes", 4_000_000, start=100, port=hot)

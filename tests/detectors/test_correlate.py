@@ -42,9 +42,30 @@ ROWS = [
         {("connector_contamination", "link", HOST.id): 2},
     ),
     (
-        "rx low by the module's own warning only (no baseline yet): still the path",
+        "rx under the module's warning with path loss over budget: both absolute readings of one rx DOM,"
+        " which SFF-8472 allows ±3 dB (a calibration offset): findings, not an incident",
         [f("rx_power_low_warn", FAB.a), f("path_loss_high", FAB.a)],
-        {("connector_contamination", "link", FAB.id): 2},
+        {},
+    ),
+    (
+        "tx under the module's warning alone: a ticket's worth at most, never an incident",
+        [f("tx_power_low_warn", FAB.a)],
+        {},
+    ),
+    (
+        "rx under its warning and down against the lane's own past: the path",
+        [f("rx_power_low_warn", FAB.a), f("path_loss_high", FAB.a), f("rx_power_drop", FAB.a)],
+        {("connector_contamination", "link", FAB.id): 3},
+    ),
+    (
+        "tx falling towards its alarm with nothing else yet: a laser_degradation forecast (a warning)",
+        [f("tx_power_falling", FAB.a), f("bias_rise", FAB.a)],
+        {("laser_degradation", "port", FAB.a): 1},
+    ),
+    (
+        "the forecast folds into the page once the laser has faded far enough to cross",
+        [f("tx_power_falling", FAB.a), f("tx_power_drop", FAB.a), f("rx_power_drop", FAB.b)],
+        {("laser_degradation", "port", FAB.a): 3},
     ),
     (
         "rx down in both directions: the fibre",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -115,6 +116,22 @@ ROWS = [
         ),
         set(),
     ),
+    (
+        "cooling_loop",
+        "loop cl00 idles, then joins the job and warms to its peers' level: not a failure",
+        lambda tl: (
+            tl.put("gpu", "util_pct", 0.0, end=100, device=LOOP0),
+            tl.shift("gpu", "temp_c", -20.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", 20.0, start=100, ramp=60, device=LOOP0),
+        ),
+        set(),
+    ),
+    (
+        "cooling_loop",
+        "loop cl00 idles while the others work: nobody's peer, never judged",
+        lambda tl: (tl.put("gpu", "util_pct", 0.0, device=LOOP0), tl.shift("gpu", "temp_c", -20.0, device=LOOP0)),
+        set(),
+    ),
     # --- gpu_xid ------------------------------------------------------------------------------------
     ("gpu_xid", "healthy", healthy, set()),
     (
@@ -191,8 +208,8 @@ ROWS = [
     ),
     (
         "optical_baseline",
-        "rx 1 dB down is within margin",
-        lambda tl: tl.shift("optical", "rx_power_dbm", -1.0, start=120, port=LEAF_PORT),
+        "rx 0.6 dB down is within what one mated connector may lose (0.75 dB)",
+        lambda tl: tl.shift("optical", "rx_power_dbm", -0.6, start=120, port=LEAF_PORT),
         set(),
     ),
     (
@@ -518,3 +535,78 @@ def test_no_queue_depth_column_is_unknown_never_a_storm() -> None:
         tl.drop_column("port", "queue_depth_bytes")
 
     assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", edit))
+
+
+def _quiet_lane(sd: float) -> Callable[[Timeline], None]:
+    """LEAF_PORT's lanes read -2 dBm with noise ``sd``, then lane 2 steps down 1.5 dB at 120 s."""
+
+    def edit(tl: Timeline) -> None:
+        rng = np.random.default_rng(11)
+        tl.put("optical", "rx_power_dbm", lambda ts: -2.0 + rng.normal(0.0, sd, len(ts)), port=LEAF_PORT)
+        tl.shift("optical", "rx_power_dbm", -1.5, start=120, port=LEAF_PORT, lane=2)
+
+    return edit
+
+
+def test_a_change_is_judged_against_the_lanes_own_noise() -> None:
+    """1.5 dB on a lane that reads within 0.05 dB is a change (the old fixed 2 dB rule missed it); the
+    same step on a lane whose DOM wanders by 0.4 dB a sample is not told from its noise."""
+    (f,) = findings_at("optical_baseline", _quiet_lane(0.05))
+    assert (f.symptom, f.id, f.attrs["lanes"]) == ("rx_power_drop", LEAF_PORT, [2])
+    assert findings_at("optical_baseline", _quiet_lane(0.4)) == []
+
+
+def test_a_replaced_module_starts_both_ends_baselines_afresh() -> None:
+    """A new module (new part number) launching 2 dB lower is a new level at both ends, not a fade."""
+
+    def swap(w: Window) -> Window:
+        mods = w.modules.copy()
+        if w.end >= T0 + 120:
+            mods.loc[mods["port"] == FAB.a, ["ts", "part_number"]] = [T0 + 120, "QDD-400G-DR4-B"]
+        return Window(w.start, w.end, w.frames, mods, w.topology)
+
+    def edit(tl: Timeline) -> None:
+        tl.shift("optical", "tx_power_dbm", -2.0, start=120, port=FAB.a)
+        tl.shift("optical", "rx_power_dbm", -2.0, start=120, port=FAB.b)
+
+    assert {(f.symptom, f.id) for f in findings_at("optical_baseline", edit)} == {
+        ("tx_power_drop", FAB.a),
+        ("rx_power_drop", FAB.b),
+    }
+    assert findings_at("optical_baseline", edit, cut=swap) == []
+
+
+def test_a_module_without_thresholds_is_judged_by_its_media_types_defaults() -> None:
+    """An SR8 module that reports no thresholds: -7 dBm is under the DR4 default warning (-5.9) but
+    within SR8's receive range (IEEE 802.3cm: ≥ -8.4 dBm); -9 dBm is not."""
+
+    def sr8(w: Window) -> Window:
+        thresholds = [c for c in w.modules.columns if c.endswith(("_dbm", "_ma", "_c"))]
+        mods = w.modules.assign(media="400G-SR8", **dict.fromkeys(thresholds, None))
+        return Window(w.start, w.end, w.frames, mods, w.topology)
+
+    def at(level: float) -> set:
+        edit = lambda tl: tl.put("optical", "rx_power_dbm", level, start=100, port=LEAF_PORT)  # noqa: E731
+        return {f.symptom for f in findings_at("optical_thresholds", edit, cut=sr8) if f.id == LEAF_PORT}
+
+    assert "rx_power_low_warn" not in at(-7.0)
+    assert "rx_power_low_warn" in at(-9.0)
+
+
+def test_a_link_that_retrained_learns_its_new_levels() -> None:
+    """The same part number back at another level after the link dropped and retrained (a module
+    swapped for an identical part, a connector reseated): new levels, not a fade."""
+
+    def step(tl: Timeline) -> None:
+        tl.shift("optical", "tx_power_dbm", -1.4, start=120, port=FAB.a)
+        tl.shift("optical", "rx_power_dbm", -1.4, start=120, port=FAB.b)
+
+    def retrained(tl: Timeline) -> None:
+        step(tl)
+        tl.count("port", "link_down_total", 1000, start=118, end=118.001, port=[FAB.a, FAB.b])
+
+    assert {(f.symptom, f.id) for f in findings_at("optical_baseline", step)} == {
+        ("tx_power_drop", FAB.a),
+        ("rx_power_drop", FAB.b),
+    }
+    assert findings_at("optical_baseline", retrained) == []
