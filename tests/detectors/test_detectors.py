@@ -264,6 +264,18 @@ ROWS = [
     ),
     (
         "fec_uncorrectable",
+        "one burst of 5 codewords, then clean: a cable moved, not a corrupting receiver",
+        lambda tl: tl.put("port", "fec_uncorrectable_total", 5, start=165, port=FAB.b),
+        set(),
+    ),
+    (
+        "fec_uncorrectable",
+        "a codeword failing in most intervals: a slow but steady corruption",
+        lambda tl: tl.count("port", "fec_uncorrectable_total", 0.25, start=140, port=FAB.b),
+        {("fec_uncorrectable", FAB.b)},
+    ),
+    (
+        "fec_uncorrectable",
         "counter reset to 0 by a module reset is not an error",
         lambda tl: (
             tl.put("port", "fec_uncorrectable_total", 7, port=FAB.b),
