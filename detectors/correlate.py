@@ -15,10 +15,9 @@ findings it explains, so a finding is folded into one diagnosis at most:
    Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
 4a. switch down (switch): more than ``switch_down_min_fraction`` of one switch's links down at once
    (state 0, or dark on every lane), their far ends on two fault domains or more (so no single far
-   node or switch explains them): one switch diagnosis with every link-down folded in. When only the
-   far ends report (the switch's own side is silent: it is rebooting, drained for maintenance or off)
-   the diagnosis is held, not paged, until the outage outlasts ``switch_reboot_s``; then it is one
-   switch_fault incident. A switch that reports its own ports down is alive and failing: paged at once.
+   node or switch explains them): one switch_fault diagnosis with every link-down folded in. An
+   outage that begins inside a change ticket of that switch (``maintenance``: planned) is held, never
+   paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
    loss) with normal light (no rx/tx power finding on the link, which would explain them) on
@@ -179,7 +178,7 @@ class Correlator:
             self.neighbours.setdefault(da, set()).add(db)
             self.neighbours.setdefault(db, set()).add(da)
         self.unconsumed: dict[str, int] = {}  # the last call's findings no rule reads, per symptom
-        self.held: list[Diagnosis] = []  # the last call's switch outages not paged (yet): rule 4a
+        self.held: list[Diagnosis] = []  # the last call's planned switch outages (never paged): rule 4a
         self.inventory: list[str] = []  # the last call's ports not in the topology: rule 0
         self._reported: set[str] = set()
 
@@ -199,11 +198,6 @@ class Correlator:
         far = link.b if self.topology.port_device[link.a] == device else link.a
         far_device = self.topology.port_device[far]
         return self.topology.gpu_node.get(far_device, far_device)
-
-    def switch_ports(self, switch: str, link_ids: set[str]) -> set[str]:
-        """The ends of these links that are ports of ``switch``."""
-        ends = (e for lid in link_ids for e in self._anchor_ends(f"link:{lid}"))
-        return {e for e in ends if self.topology.port_device[e] == switch}
 
     def by_share(self, per_switch: dict[str, set[str]]) -> list[str]:
         """Switches by the share of their links involved, largest first: a rebooting leaf takes one
@@ -328,19 +322,17 @@ class Correlator:
             if len({self.far_domain(lid, switch) for lid in links}) < 2:
                 continue  # one far node or switch explains them: it is the root, not this switch
             taken |= links
-            own = self.switch_ports(switch, links)
-            alive = any(f.id in own and f.symptom == "link_down" for lid in links for f in down[lid])
             shown = [f for lid in sorted(links) for f in down[lid]]
-            age = max(f.last_seen for f in shown) - min(f.first_seen for f in shown)
+            onset = min(f.first_seen for f in shown)
             roots = pool.take([f for f in shown if f.symptom == "link_down"] or shown)
             ends = {e for lid in links for e in self._anchor_ends(f"link:{lid}")}
             rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC))
             d = Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, rest,
                           {f"link:{lid}" for lid in links})  # fmt: skip
-            if alive or age >= cfg.switch_reboot_s:
-                out.append(d)
-            else:
+            if any(w.covers(switch, onset, cfg.maintenance_slack_s) for w in cfg.maintenance):
                 self.held.append(d)
+            else:
+                out.append(d)
         return out
 
     def _link_state(self, pool: _Pool) -> list[Diagnosis]:
