@@ -69,6 +69,7 @@ DETECTORS: dict[str, str] = {
     "pre_fec_ber": "fabricwatch.detectors.pre_fec_ber:PreFecBer",
     "fec_uncorrectable": "fabricwatch.detectors.fec_uncorrectable:FecUncorrectable",
     "packet_loss": "fabricwatch.detectors.packet_loss:PacketLoss",
+    "corruption": "fabricwatch.detectors.corruption:Corruption",
     "link_state": "fabricwatch.detectors.link_state:LinkState",
     "congestion": "fabricwatch.detectors.congestion:Congestion",
     "pfc_storm": "fabricwatch.detectors.pfc_storm:PfcStorm",

@@ -29,6 +29,9 @@ findings it explains, so a finding is folded into one diagnosis at most:
    rx down in both directions → fiber_damage (link); in one direction → connector_contamination (link)
    (a direction dark on every lane with its transmitter lit is a broken fibre too);
    errors with normal optical power → transceiver_fault (the port counting the worst errors).
+6b. corruption (CRC / symbol errors below the 1 % loss rule) on a link no rule above explained or
+   covered: transceiver_fault at the port counting them (errors with normal optical power, DESIGN §4);
+   with optical evidence on the link, rule 6 has already folded it into its optical cause.
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
    upstream is folded into the nearest of them (hops over the topology).
 
@@ -93,6 +96,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "link_flap/link_down": frozenset(STATE | {"loss_of_light", "tx_dark"}),
     "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
+    "corruption": frozenset({"corruption"}),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
 }
 CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
@@ -221,6 +225,7 @@ class Correlator:
         out += self._link_state(pool)
         out += self._switch(pool)
         out += self._links(pool)
+        out += self._corruption(pool, out)
         out += self._traffic(pool)
         return sorted(out, key=lambda d: d.key)
 
@@ -458,6 +463,21 @@ class Correlator:
         first = alarms[0]
         cause = "laser_degradation" if first.symptom == "bias_high_alarm" else "transceiver_fault"
         return cause, "port", first.id, [first]
+
+    def _corruption(self, pool: _Pool, found: list[Diagnosis]) -> list[Diagnosis]:
+        """Rule 6b: a corrupting link that no wider root explains (a switch fault, a hot GPU or loop
+        covering it) is its transceiver's fault, located at the port that counts the errors."""
+        explained = pool.claimed_anchors | {d.anchor for d in found} | {a for d in found for a in d.covers}
+        by_anchor: dict[str, list[Finding]] = {}
+        for f in pool.free(entity="port", symptoms={"corruption"}):
+            by_anchor.setdefault(self.link_anchor(f.id), []).append(f)
+        out = []
+        for anchor in sorted(set(by_anchor) - explained):
+            worst = max(by_anchor[anchor], key=lambda f: (f.score, f.id))
+            roots = pool.take([worst])
+            rest = pool.take(pool.free(entity="port", ids=set(self.link_ends(worst.id)), exclude=TRAFFIC))
+            out.append(Diagnosis("transceiver_fault", "port", worst.id, anchor, roots, rest))
+        return out
 
     def _traffic(self, pool: _Pool) -> list[Diagnosis]:
         roots = [

@@ -23,6 +23,10 @@ KEYS: dict[str, tuple[str, ...]] = {
     "module": ("port",),
 }
 _LANE_SPAN = 64  # lanes are 0..63 (schema), so port code * 64 + lane is unique
+# Counter maxima a stuck counter sits at: IBTA PortCounters are 8 bits (LinkDownedCounter), 16 bits
+# (SymbolErrorCounter, PortRcvErrors) and 32 bits (PortXmitData) and stick there (REALISM.md; a real
+# ConnectX-7 shows link_downed 255); 64 bits for extended counters (2^64 - 1 rounds to 2^64 in float).
+SATURATED = np.array([2.0**8 - 1, 2.0**16 - 1, 2.0**32 - 1, float(2**64 - 1)])
 
 
 class Keyed:
@@ -40,6 +44,7 @@ class Keyed:
         self._steps: dict[str, Steps] = {}
         self._parent: Keyed | None = None  # set on a view made by since()
         self._keep: np.ndarray | None = None  # the parent's rows this view keeps
+        self._src: np.ndarray | None = None  # each row's source as an integer code (grouped order)
         if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
             self.rows = np.zeros(0, dtype=np.int64)
             self.codes = np.zeros(0, dtype=np.int64)
@@ -90,6 +95,7 @@ class Keyed:
         view.frame, view.index, view.n = self.frame, self.index, self.n
         view._parent, view._keep = self, keep
         view._values, view._aggs, view._steps = {}, {}, {}
+        view._src = None
         view.rows, view.codes, view.ts = self.rows[keep], self.codes[keep], self.ts[keep]
         view._bounds()
         return view
@@ -204,23 +210,77 @@ class Keyed:
         pos = np.minimum(np.searchsorted(key, want), self.n - 1)
         return np.where((peer_code >= 0) & (key[pos] == want), pos, -1)
 
+    def sources(self) -> np.ndarray:
+        """Each row's source as an integer code in grouped order (codes follow source names sorted);
+        all 0 when the frame has no ``source`` column."""
+        if self._src is None:
+            if self._parent is not None:
+                self._src = self._parent.sources()[self._keep]
+            elif "source" in self.frame.columns and self.n:
+                codes, _ = pd.factorize(self.frame["source"].astype(str), sort=True)
+                self._src = codes.astype(np.int64)[self.rows]
+            else:
+                self._src = np.zeros(len(self.codes), dtype=np.int64)
+        return self._src
+
+    def _one_source(self, valid: np.ndarray) -> np.ndarray:
+        """``valid`` narrowed to one source per entity: the source with the most valid samples here
+        (ties: the first by name). Two collectors reporting one port (DESIGN §4b duplicate_source)
+        each count from their own agent; interleaving their samples would make bogus steps."""
+        multi = self._multi_source_rows()
+        pick = multi & valid
+        if not pick.any():
+            return valid
+        src = self.sources()
+        n_src = int(src.max()) + 1
+        keys, counts = np.unique(self.codes[pick] * n_src + src[pick], return_counts=True)
+        entity, source = keys // n_src, keys % n_src
+        order = np.lexsort((source, -counts, entity))  # per entity: most samples first, then by name
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = entity[order][1:] != entity[order][:-1]
+        primary = np.full(self.n, -1, dtype=np.int64)
+        primary[entity[order][first]] = source[order][first]
+        return valid & (~multi | (src == primary[self.codes]))
+
+    def _multi_source_rows(self) -> np.ndarray:
+        """Per row: its entity is reported by more than one source in these rows (cached)."""
+        hit = self._aggs.get(("__multi_source__", ""))
+        if hit is None:
+            src = self.sources()
+            hit = np.zeros(len(self.codes), dtype=bool)
+            if len(src) > 1:
+                change = (src[1:] != src[:-1]) & (self.codes[1:] == self.codes[:-1])
+                if change.any():
+                    entities = np.zeros(self.n, dtype=bool)
+                    entities[self.codes[1:][change]] = True
+                    hit = entities[self.codes]
+            self._aggs[("__multi_source__", "")] = hit
+        return hit
+
     def steps(self, column: str) -> Steps:
-        """Reset-aware steps of a ``_total`` counter between consecutive non-null samples of each
-        entity. A value lower than the one before means the counter restarted from 0 (module reset,
-        link down), so that step is the new value, not a negative one. Null samples are skipped."""
+        """Steps of a ``_total`` counter between consecutive non-null samples of each entity, from one
+        source per entity (:meth:`_one_source`). A step is unknown (``step`` NaN, ``unknown`` True)
+        when the counter fell (a reset: agent restart, module reset, or a wrap: the step's true size
+        cannot be told) or when its later sample sits at a counter maximum (:data:`SATURATED`: a
+        stuck counter is neither quiet nor a burst). Null samples are skipped."""
         hit = self._steps.get(column)
         if hit is None:
             v = self.values(column)
-            valid = ~np.isnan(v)
+            valid = self._one_source(~np.isnan(v))
             c, t, x = (self.codes, self.ts, v) if valid.all() else (self.codes[valid], self.ts[valid], v[valid])
             if len(x) < 2:
                 empty = np.zeros(0)
-                hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, np.zeros(0, dtype=bool), c)
+                no = np.zeros(0, dtype=bool)
+                hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, no, c, no)
             else:
                 same = c[1:] == c[:-1]
                 d = np.diff(x)
-                reset = (d < 0)[same]
-                hit = Steps(c[1:][same], t[1:][same], np.where(d < 0, x[1:], d)[same], np.diff(t)[same], reset, c)
+                fell = d < 0
+                bad = fell | np.isin(x[1:], SATURATED)
+                hit = Steps(
+                    c[1:][same], t[1:][same], np.where(bad, np.nan, d)[same], np.diff(t)[same], fell[same], c,
+                    bad[same],
+                )  # fmt: skip
             self._steps[column] = hit
         return hit
 
@@ -233,28 +293,37 @@ class Keyed:
         return _first_per_code(st.codes[fast], st.ts[fast], self.n)
 
     def increase(self, column: str) -> Increase:
-        """Reset-aware increase of a ``_total`` counter per entity over these rows (Prometheus
-        ``increase`` semantics); NaN for an entity with fewer than two samples."""
+        """Increase of a ``_total`` counter per entity over these rows; NaN (unknown) for an entity
+        with fewer than two samples or with an unknown step here (reset, wrap or saturation: see
+        :meth:`steps`), so that neither a quiet nor a burst is read from a counter we cannot trust."""
         st = self.steps(column)
         samples = np.bincount(st.sampled, minlength=self.n)
         span = np.bincount(st.codes, weights=st.dt, minlength=self.n).astype(np.float64)
-        inc = np.bincount(st.codes, weights=st.step, minlength=self.n).astype(np.float64)
+        inc = np.bincount(st.codes, weights=np.nan_to_num(st.step), minlength=self.n).astype(np.float64)
         resets = np.bincount(st.codes[st.reset], minlength=self.n)
+        unknown = np.bincount(st.codes[st.unknown], minlength=self.n)
         up = st.step > 0
         first_up = _first_per_code(st.codes[up], st.ts[up], self.n)
-        return Increase(np.where(samples >= 2, inc, np.nan), span, resets, first_up)
+        return Increase(np.where((samples >= 2) & (unknown == 0), inc, np.nan), span, resets, first_up, unknown)
 
 
 class Steps:
     """Consecutive sample pairs of a counter, per entity in time order: ``codes`` (entity), ``ts`` (of
-    the later sample), ``step`` (reset-aware), ``dt`` seconds between them, ``reset`` (the counter
-    restarted); ``sampled`` holds the entity code of every non-null sample."""
+    the later sample), ``step`` (NaN where unknown), ``dt`` seconds between them, ``reset`` (the
+    counter fell), ``unknown`` (fell or stuck at a maximum); ``sampled`` holds the entity code of every
+    non-null sample used."""
 
-    __slots__ = ("codes", "dt", "reset", "sampled", "step", "ts")
+    __slots__ = ("codes", "dt", "reset", "sampled", "step", "ts", "unknown")
 
     def __init__(self, codes: np.ndarray, ts: np.ndarray, step: np.ndarray, dt: np.ndarray, reset: np.ndarray,
-                 sampled: np.ndarray) -> None:  # fmt: skip
+                 sampled: np.ndarray, unknown: np.ndarray | None = None) -> None:  # fmt: skip
         self.codes, self.ts, self.step, self.dt, self.reset, self.sampled = codes, ts, step, dt, reset, sampled
+        self.unknown = reset if unknown is None else unknown
+
+
+def first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """The first value of each code in the given order (NaN for a code that does not occur)."""
+    return _first_per_code(codes, values, n)
 
 
 def _first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -267,13 +336,16 @@ def _first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray
 
 
 class Increase:
-    """Per entity: ``total`` increase (NaN with fewer than two samples), ``span`` seconds covered,
-    ``resets`` seen, and ``first_up`` (ts of the first sample that rose; NaN if none)."""
+    """Per entity: ``total`` increase (NaN with fewer than two samples or an unknown step), ``span``
+    seconds covered, ``resets`` seen, ``first_up`` (ts of the first sample that rose; NaN if none) and
+    ``unknown`` steps (reset, wrap, saturation)."""
 
-    __slots__ = ("first_up", "resets", "span", "total")
+    __slots__ = ("first_up", "resets", "span", "total", "unknown")
 
-    def __init__(self, total: np.ndarray, span: np.ndarray, resets: np.ndarray, first_up: np.ndarray) -> None:
+    def __init__(self, total: np.ndarray, span: np.ndarray, resets: np.ndarray, first_up: np.ndarray,
+                 unknown: np.ndarray | None = None) -> None:  # fmt: skip
         self.total, self.span, self.resets, self.first_up = total, span, resets, first_up
+        self.unknown = np.zeros(len(total), dtype=np.int64) if unknown is None else unknown
 
     def rate(self) -> np.ndarray:
         """Increase per second over the span (NaN where the span is 0)."""

@@ -4,7 +4,9 @@ Lost frames are the larger of the CRC errors and the uncorrectable codewords cou
 (each uncorrectable codeword corrupts a frame that then fails its CRC, so adding them would count
 twice); the frames received come from ``rx_packets_total`` when the source has it, otherwise from
 ``rx_bytes_total`` / the RoCEv2 MTU (4096 bytes). The ratio needs ``loss_min_frames`` lost frames:
-two CRC errors on an idle link are not 1 % of anything. The immediate action is to reroute traffic
+two CRC errors on an idle link are not 1 % of anything. A port whose frame count is unknown (no
+frame or byte counter, or one that reset, wrapped or stuck in the window) gets no ratio: unknown,
+never 100 %. The immediate action is to reroute traffic
 around the link (``attrs['runbook']``); the incident's runbook follows the cause found.
 """
 
@@ -44,7 +46,7 @@ class PacketLoss(Detector):
         else:
             frames = now.increase("rx_bytes_total").total / cfg.mtu_bytes
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = lost / (np.nan_to_num(frames) + lost)
+            ratio = lost / (frames + lost)
             flagged = np.flatnonzero((lost >= cfg.loss_min_frames) & (ratio >= cfg.loss_ratio))
         last_ts = now.last_ts()
         out = []

@@ -5,6 +5,11 @@ are lost; above ``ber_warn`` (and ``ber_fleet_factor`` times the fleet's median,
 hotter than textbook is not all "high") the link has little margin left. A BER ``ber_rise_factor`` times its own
 baseline (learnt in log10, so a decade is a decade at any level) is the early sign of optics under
 stress — a hot NPO engine, a dirtying connector — long before the limit.
+
+Where a source has no BER column (ethtool -S on mlx5 counts corrected *bits* instead,
+``rx_corrected_bits_phy`` → ``fec_corrected_total``), the BER is those bits over the bits the PHY
+carried: the corrected-bit rate over the line rate through the FEC. A port with neither (or without
+its speed) has an unknown BER: it gets no finding, never a "healthy" one.
 """
 
 from __future__ import annotations
@@ -16,10 +21,36 @@ import numpy as np
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
 from fabricwatch.detectors.config import RECENT_S
-from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_or
+from fabricwatch.detectors.frames import Keyed, first_crossing, first_per_code, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 BER_FLOOR = 1e-15  # a BER of 0 (nothing counted) is learnt as this, so its log is finite
+# Bits through the FEC per bit of MAC rate: 256b/257b transcoding, then RS(544,514) parity (IEEE 802.3
+# clauses 91/119): 400 Gb/s Ethernet is 425 Gb/s on the wire (4 x 106.25 Gb/s lanes).
+FEC_LINE_FACTOR = (257 / 256) * (544 / 514)
+FROM_BITS = "fec_corrected_total"  # evidence of a BER derived from corrected bits says so
+
+
+def line_bits_per_s(at: Keyed) -> np.ndarray:
+    """Per entity, the bits a second through the FEC at the reported speed (NaN: speed unknown)."""
+    speed = at.last("speed_gbps")
+    return np.where(speed > 0, speed * 1e9 * FEC_LINE_FACTOR, np.nan)
+
+
+def corrected_ber(at: Keyed) -> np.ndarray:
+    """Per entity, pre-FEC BER from the corrected-bit counter (NaN where it or the speed is unknown)."""
+    rate = at.increase("fec_corrected_total").rate()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return rate / line_bits_per_s(at)
+
+
+def first_corrected_crossing(full: Keyed, level: np.ndarray) -> np.ndarray:
+    """Per entity, the ts of the first corrected-bit step whose BER reached ``level`` (NaN: never)."""
+    st = full.steps("fec_corrected_total")
+    bits = line_bits_per_s(full)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hit = (st.dt > 0) & (st.step / st.dt / bits[st.codes] >= level[st.codes])
+    return first_per_code(st.codes[hit], st.ts[hit], full.n)
 
 
 class PreFecBerConfig(BaselineConfig):
@@ -49,6 +80,9 @@ class PreFecBer(Detector):
         if not now.n:
             return []
         ber = now.median("pre_fec_ber")
+        derived = np.isnan(ber) & (now.has("fec_corrected_total") if now.n else False)
+        if derived.any():
+            ber = np.where(derived, corrected_ber(now), ber)
         log_ber = np.log10(np.maximum(ber, BER_FLOOR))
         base = self.baseline.lookup(now.index)["log10_ber"]
         fleet = np.nanmedian(ber) if np.isfinite(ber).any() else np.nan
@@ -71,6 +105,8 @@ class PreFecBer(Detector):
             if not len(flagged):
                 continue
             first = first_crossing(full, "pre_fec_ber", level, below=False)
+            if derived.any():
+                first = np.where(derived, first_corrected_crossing(full, level), first)
             for i in flagged:
                 port = str(now.index[i])
                 reference = level[i] if ref == "threshold" else 10.0 ** base[i]
@@ -84,10 +120,11 @@ class PreFecBer(Detector):
                         last_seen=float(last_ts[i]),
                         severity=severity,
                         evidence=(
-                            {"metric": "pre_fec_ber", "port": port, "value": sig(ber[i], 3), ref: sig(reference, 3)},
+                            {"metric": "pre_fec_ber", "port": port, "value": sig(ber[i], 3), ref: sig(reference, 3)}
+                            | ({"from": FROM_BITS} if derived[i] else {}),
                         ),
                         score=float(log_ber[i] - np.log10(level[i])),
-                        attrs={"pre_fec_ber": sig(ber[i], 3)},
+                        attrs={"pre_fec_ber": sig(ber[i], 3)} | ({"ber_from": FROM_BITS} if derived[i] else {}),
                     )
                 )
         return out

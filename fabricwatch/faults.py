@@ -40,7 +40,8 @@ CAUSES: dict[str, Cause] = {
             "link_degradation",
             "link",
             "clean-connector",
-            {"direction": "a_to_b", "loss_db": 4.0},
+            # episodes/on_s/off_s: an intermittent connector (None = the loss stays)
+            {"direction": "a_to_b", "loss_db": 4.0, "episodes": None, "on_s": 30.0, "off_s": 120.0},
         ),
         Cause("fiber_damage", "link_degradation", "link", "replace-fiber", {"loss_db": 8.0}),
         Cause(
@@ -55,13 +56,20 @@ CAUSES: dict[str, Cause] = {
             "link_degradation",
             "port",
             "replace-transceiver",
-            {"mode": "errors", "lane": 0, "ber": 1e-3},
+            # frame_loss: mode corrupt only (low-rate corruption, CorrOpt's ≥ 1e-8 frame loss)
+            {"mode": "errors", "lane": 0, "ber": 1e-3, "frame_loss": 1e-6},
         ),
         Cause("link_flap", "link_down", "link", "reseat-transceiver", {"period": 30.0, "down_s": 3.0}),
         Cause("link_down", "link_down", "link", "check-link", {}),
-        Cause("switch_fault", "switch_fault", "switch", "drain-switch", {"ports_fraction": 0.6, "ber": 5e-4}),
-        Cause("incast_hotspot", "congestion_hotspot", "port", "rebalance-traffic", {"load": 1.6}),
-        Cause("pfc_storm", "pfc_storm", "port", "isolate-pfc-source", {}),
+        Cause(
+            "switch_fault",
+            "switch_fault",
+            "switch",
+            "drain-switch",
+            {"mode": "errors", "ports_fraction": 0.6, "ber": 5e-4, "down_s": 90.0},  # down_s: mode reboot
+        ),
+        Cause("incast_hotspot", "congestion_hotspot", "port", "rebalance-traffic", {"load": 1.6, "phase": "all"}),
+        Cause("pfc_storm", "pfc_storm", "port", "isolate-pfc-source", {"priority": 3, "paused": 1.0, "quanta": 65535}),
         Cause("cooling_failure", "thermal", "cooling_loop", "check-cooling-loop", {"delta_c": 18.0}),
         Cause("gpu_thermal", "thermal", "gpu", "throttle-gpu", {"delta_c": 22.0}),
         Cause("npo_thermal_coupling", "thermal", "gpu", "throttle-gpu", {"delta_c": 20.0, "coupling": 0.6}),
@@ -71,7 +79,9 @@ CAUSES: dict[str, Cause] = {
 
 _OPTION_CHOICES = {
     ("connector_contamination", "direction"): ("a_to_b", "b_to_a"),
-    ("transceiver_fault", "mode"): ("errors", "dead_lane"),
+    ("transceiver_fault", "mode"): ("errors", "dead_lane", "corrupt"),
+    ("switch_fault", "mode"): ("errors", "reboot"),
+    ("incast_hotspot", "phase"): ("all", "allreduce"),
 }
 
 

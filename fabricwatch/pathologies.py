@@ -249,6 +249,12 @@ KINDS: dict[str, dict[str, tuple[Check, Any]]] = {
         "as": (_choice(*COLLECTORS), REQUIRED),
         "na_fraction": (_number(0.0, 0.5), 0.0),
     },
+    # beyond §4b: short error bursts (a cable moved, a door closed on a bundle), healthy background
+    "burst_errors": {
+        "port": (_port, "*"),
+        "rate_per_hour": (_number(0.0, 3600.0), 0.2),
+        "codewords": (_number(1.0, 1e6), 5.0),
+    },
 }
 _NEEDS_SELECTOR = ("scrape_interval", "profile")
 

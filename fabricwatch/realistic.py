@@ -25,7 +25,8 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
     ±0.6 dB apart; a quarter of the pluggables a second vendor's (bias around 70 mA), a few reporting
     no thresholds; two spare ports on two leaves; one leaf reported twice; the last cooling loop idle
     for the first tenth then joining; bursty all-reduce; coolant drifting 3 °C over a day; one module
-    swapped and one leaf drained for 5 minutes. Deterministic from ``seed`` (a Python PRNG).
+    swapped and one leaf drained for 5 minutes; short error bursts (a cable moved) on a port about
+    every 5 hours. Deterministic from ``seed`` (a Python PRNG).
     """
     rng = random.Random(seed)
     nodes = [n.name for n in topology.nodes]
@@ -80,4 +81,6 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
         entries.append({"kind": "profile", "source": node, "as": "ethtool"})
     entries += [{"kind": "profile", "source": s, "as": "gnmi"} for s in leaves + spines]
     entries.append({"kind": "profile", "source": rng.choice(leaves), "as": "switchcli", "na_fraction": 0.01})
+    # last, so every entry above keeps its index (its random stream); 0.2 an hour per port is a guess
+    entries.append({"kind": "burst_errors", "rate_per_hour": 0.2})
     return parse_pathologies(entries, topology, REALISTIC)

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator, Sequence
 import msgspec
 
 from fabricwatch.replay.capture import Capture, CapturedRecord
-from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
+from fabricwatch.stream.bus import LocalOffsetsBus, Outgoing, Record, TopicPartition
 
 
-class CaptureBus(Bus):
+class CaptureBus(LocalOffsetsBus):
     def __init__(self, capture: Capture) -> None:
         self.capture = capture
         self._lines: Iterator[CapturedRecord] = capture.records()
@@ -32,7 +32,7 @@ class CaptureBus(Bus):
         self.records_read = 0  # lines read from the file (of any topic)
         self.first_ts: float | None = None  # the earliest record: the run's t=0
         self.exhausted = False
-        self.committed_offsets: dict[TopicPartition, int] = {}
+        super().__init__()
         self.published: Counter[str] = Counter()
 
     def produce(self, records: Iterable[Outgoing]) -> None:
@@ -59,13 +59,6 @@ class CaptureBus(Bus):
                 continue
             out.append(Record(rec.topic, rec.key, self._encoder.encode(rec.value), rec.ts, 0, rec.line))
         return out
-
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self.committed_offsets.update(offsets)
-
-    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        wanted = set(partitions)
-        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
 
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         """Skip the lines of each topic before the given offset (a line number); a file is read once,

@@ -74,6 +74,12 @@ class Bus(ABC):
         """The group's committed offsets (partitions without one are left out)."""
         return {}
 
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Return no record of these partitions until resumed (flow control; ignored where unsupported)."""
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Return records of these paused partitions again."""
+
     def lag(self) -> dict[TopicPartition, int]:
         """Records behind the end of each assigned partition, where the bus knows it."""
         return {}
@@ -89,7 +95,21 @@ def partition_for(key: str | None, partitions: int) -> int:
     return zlib.crc32(key.encode()) % partitions
 
 
-class MemoryBus(Bus):
+class LocalOffsetsBus(Bus):
+    """A bus with no broker to commit to (memory, capture): committed offsets live in a dict."""
+
+    def __init__(self) -> None:
+        self.committed_offsets: dict[TopicPartition, int] = {}
+
+    def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.committed_offsets.update(offsets)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        wanted = set(partitions)
+        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
+
+
+class MemoryBus(LocalOffsetsBus):
     """An in-process bus with Kafka's semantics for one consumer group.
 
     Records keep produce order; each topic has ``partitions`` partitions with their own offsets; a
@@ -103,7 +123,8 @@ class MemoryBus(Bus):
         self._position = 0  # index into _log of the next record to consider
         self._topics: set[str] = set()
         self._next_read: dict[TopicPartition, int] = {}
-        self.committed_offsets: dict[TopicPartition, int] = {}
+        self.paused: set[TopicPartition] = set()
+        super().__init__()
 
     def produce(self, records: Iterable[Outgoing]) -> None:
         for r in records:
@@ -118,22 +139,28 @@ class MemoryBus(Bus):
     def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
         out: list[Record] = []
         log, i = self._log, self._position
+        skipped: int | None = None  # the first record of a paused partition: read from there again
         while i < len(log) and len(out) < max_records:
             r = log[i]
             i += 1
             tp = (r.topic, r.partition)
             if r.topic in self._topics and r.offset >= self._next_read.get(tp, 0):
+                if tp in self.paused:
+                    skipped = i - 1 if skipped is None else skipped
+                    continue
                 self._next_read[tp] = r.offset + 1
                 out.append(r)
-        self._position = i
+        self._position = i if skipped is None else skipped
         return out
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        self.committed_offsets.update(offsets)
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self.paused.update(partitions)
 
-    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        wanted = set(partitions)
-        return {tp: o for tp, o in self.committed_offsets.items() if tp in wanted}
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self.paused.difference_update(partitions)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return {tp: end - self._next_read.get(tp, 0) for tp, end in self._next_offset.items() if tp[0] in self._topics}
 
     def seek(self, offsets: dict[TopicPartition, int]) -> None:
         self._next_read.update(offsets)

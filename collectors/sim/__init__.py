@@ -10,9 +10,11 @@ and their sources:
 * ``thermal``   GPU power, temperature, throttling, and the NPO engines' heat path;
 * ``optics``    400G-DR4 optical powers, laser bias, BER waterfall, RS(544,514) FEC, module parts;
 * ``fabric``    traffic per link, queues, ECN marks and PFC pause propagation;
-* ``injection`` the 13 fault causes of DESIGN §4 and their exact signatures;
+* ``injection`` the 13 fault causes of DESIGN §4 and their exact signatures, with their variants
+  (low-rate corruption, an intermittent connector, a switch reboot, an all-reduce incast, PFC per
+  priority);
 * ``realism``   the pathologies of DESIGN §4b that live in the plant (DOM offsets, mixed vendors, load
-  steps, bursty traffic, coolant drift, module swaps, maintenance);
+  steps, bursty traffic, coolant drift, module swaps, maintenance, error bursts);
 * ``delivery``  the pathologies of the collectors (clock skew, lost and late scrapes, outages, cadence,
   agent restarts, saturation, duplicates, spare ports) and the ``profiles`` of real collectors;
 * ``simulator`` state between scrapes, link states and counter resets; ``messages`` the cutting into

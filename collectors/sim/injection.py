@@ -20,7 +20,12 @@ connector_contamination  link; ``direction`` a_to_b (dirt in the a→b fibres, s
     (the dirtiest lane by loss_db). The receiving port's errors follow the BER waterfall: visible once
     rx is within ~3 dB of the lane's sensitivity (about -9 dBm), uncorrectables and CRC errors once
     BER nears 2.4e-4. tx at both ends and the other direction are unchanged. (A loss that drops the
-    link adds the link-down port columns.)
+    link adds the link-down port columns.) An intermittent connector (``episodes`` N, ``on_s`` 30,
+    ``off_s`` 120; a loose or dirty connector that moves): the loss is there for on_s, gone for off_s,
+    N times from ``start`` (``ramp`` still grows the loss from ``start``); a scrape reads the state
+    at its instant and counts the interval's errors at that state, so on_s and off_s are meant to be
+    multiples of the scrape interval. Between episodes the readings and the counters' rises are the
+    healthy run's (the totals keep what the episodes added).
 fiber_damage  link; ``loss_db`` (8). As contamination but both directions, every lane 0.85-1.0 ×
     loss_db: rx_power_dbm down at both ends, errors per the waterfall at both ends.
 laser_degradation  port (the transmitter); ``drop_db`` (5), ``lane`` (None = all). The port's
@@ -36,6 +41,14 @@ transceiver_fault  port; ``mode``:
     dead_lane (``lane`` 0): that lane's laser dies: its tx_power_dbm reads -40 dBm and its bias_ma 0,
     the far end's rx_power_dbm on that lane -40 dBm; other lanes and the other direction normal. The
     far end loses lock: the link-down port columns. At ``end`` the module is replaced (as above).
+    corrupt (``frame_loss`` 1e-6, for 1e-8 .. 1e-4; s × frame_loss over the ramp): low-rate
+    corruption (CorrOpt, SIGCOMM'17: a link is corrupting at frame loss ≥ 1e-8). Short error bursts
+    in the receive path defeat the FEC in single codewords while the mean BER stays at its floor:
+    each received frame is lost with probability frame_loss, one uncorrectable codeword per
+    1.16 CRC errors (a frame spans ~6.4 codewords) with its symbol errors. rx_crc_errors_total,
+    fec_uncorrectable_total and symbol_errors_total of the port rise; its pre_fec_ber,
+    fec_corrected_total, optics and link partner are unchanged. The loss rate does not follow
+    utilisation but the count does (it is a share of the frames received).
 link_flap  link; ``period`` (30 s), ``down_s`` (3 s). From ``start`` the link drops for down_s every
     period seconds, drops between scrapes included: the link-down port columns at both ends (state 0
     only where a scrape falls inside a drop). Optics unchanged. ``ramp`` does not apply.
@@ -45,19 +58,37 @@ switch_fault  switch; ``ports_fraction`` (0.6), ``ber`` (5e-4). A fixed random p
     switch's ports receive with BER ``ber`` × 0.7-1.4 (log-linear over the ramp): port errors on all
     of them at once (at the default, uncorrectables and CRC errors from ~1/min to ~100/s per port).
     Optics, link partners and the switch row unchanged.
+    ``mode: reboot`` (``down_s`` 90; real reboots take 60-120 s): the switch restarts at ``start``:
+    every link of the switch is down for down_s (its lasers off: the far ends read loss of light,
+    -40 dBm, and the link-down port columns), then retrains. The switch's own source is silent for
+    the window, and from the first scrape after it the switch's ``_total`` counters restart from 0
+    and its seq from 0 (collectors/sim/delivery.py, as a ``maintenance`` window does; unlike it,
+    this one is unplanned and is ground truth). ports_fraction and ber do not apply.
 incast_hotspot  port (congested egress); ``load`` (1.6, offered × line rate, s × load over the ramp).
     The port: tx_bytes/packets at 98.5 % of line rate all the time, queue_depth_bytes standing at
     0.15-3 MB once offered > 1, ecn_marked_total rising with DCQCN's marking probability (up to 20 %
     of frames). Its link partner: rx_bytes/packets, and ecn_marked_total if it is a GPU (it counts
     marked frames received). Its switch pauses the port's feeders (Plant.feeders: a leaf's uplinks for
     a GPU-facing port) at 24 000 × (load-1)/load frames/s: tx_pause_total there, rx_pause_total on
-    their partners. One hop only.
+    their partners. One hop only. ``phase: allreduce``: the incast is a collective's many-to-one
+    step, so it lives in the job's all-reduce phases only (job.py): the offered load applies for the
+    comm seconds of each interval (tx bytes at line rate then, the job's load otherwise), the queue and
+    ECN marking at a scrape in the comm phase only, and pauses at the rate above × the comm share.
 pfc_storm  port (the pause source). The port: tx_pause_total at s × 24 000/s; its rx_bytes/packets
     (and, for a GPU, ecn_marked_total) drop by s because its partner is held; its queue and tx are
     unchanged (nothing is queued behind the pauses). The partner: rx_pause_total, tx_bytes/packets
     and ecn_marked_total down by s, queue_depth_bytes full (s × 3 MB). Upstream: the partner's switch
     pauses the partner's feeders at half the rate (hop 1), the switches beyond pause the feeders of
     those ports at a quarter (hop 2): tx_pause_total on those ports, rx_pause_total on their partners.
+    PFC per priority (IEEE 802.1Qbb): ``priority`` (3), ``paused`` (1.0), ``quanta`` (65535). The
+    source holds one priority in XOFF for ``paused`` of the time; a refresh every half pause time
+    sends PAUSE_FULL_PER_S × 65535/quanta × paused frames/s (short quanta: more frames for the same
+    paused time). Priority 3 is the RoCE class that carries the job (the default: as above, with
+    the partner held ``paused`` × s of the time). Another priority carries none of the job's
+    traffic, so nothing queues behind its pauses and nothing backs up: the source's tx_pause_total
+    and the partner's rx_pause_total only; bytes, queues and ECN unchanged. The schema has no per-priority
+    or pause-duration columns (DESIGN §3: rx/tx_pause_total count every priority's frames), so the
+    priority and the paused time show only through these.
 cooling_failure  cooling_loop; ``delta_c`` (18). The loop's coolant warms by s × delta_c and the
     reduced flow raises cold-plate resistance by up to 35 %. Every GPU of the loop: temp_c and
     mem_temp_c rise; from 85 °C throttle_mask has SW_THERMAL 0x20 (and 0x8|0x40 at 89 °C) while
@@ -98,6 +129,8 @@ CUT_DB = 60.0  # enough extra loss to put any lit lane below the DOM floor
 DEAD_DB = 60.0
 LASER_BIAS_RISE = 0.5
 SWITCH_BER_SPREAD = (0.7, 1.4)
+ROCE_PRIORITY = 3  # the lossless class RoCEv2 runs on by convention (NVIDIA/Mellanox default, DSCP 26)
+PRIORITIES = 8  # IEEE 802.1Qbb traffic classes
 
 
 @dataclass(slots=True)
@@ -129,6 +162,10 @@ class Effects:
     storm: dict[int, float] = field(default_factory=dict)  # source port → severity
     flaps: list[Flap] = field(default_factory=list)
     replaced: list[int] = field(default_factory=list)  # ports whose module is replaced in this interval
+    frame_loss: dict[int, float] = field(default_factory=dict)  # receiving port → frame-loss probability
+    incast_allreduce: set[int] = field(default_factory=set)  # incast ports whose load lives in comm phases
+    storm_pause: dict[int, float] = field(default_factory=dict)  # source port → pause frames/s
+    storm_other_class: set[int] = field(default_factory=set)  # storms on a priority the job does not use
 
 
 @dataclass(slots=True)
@@ -187,6 +224,12 @@ class Injector:
                 c.rows = p.rows_of_port(receiver)
                 w = gen.uniform(0.6, 1.0, LANES)
                 c.weights = w / w.max() * _number(i, f, "loss_db", 0.0, 80.0)
+                episodes = f.option("episodes")
+                if episodes is not None:
+                    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+                        raise _bad(i, f, f"episodes must be an integer ≥ 1 or null, not {episodes!r}")
+                    _number(i, f, "on_s", 0.0, 1e9, low_open=True)
+                    _number(i, f, "off_s", 0.0, 1e9)
             elif cause == "fiber_damage":
                 c.rows = np.concatenate([p.rows_of_port(e) for e in ends])
                 w = gen.uniform(0.85, 1.0, 2 * LANES)
@@ -209,17 +252,31 @@ class Injector:
                 lane = _lane(i, f, allow_none=False)
                 if f.option("mode") == "dead_lane":
                     c.rows = p.rows_of_port(c.port)[[lane]]
+                elif f.option("mode") == "corrupt":
+                    _number(i, f, "frame_loss", 0.0, 0.01, low_open=True)
                 else:
                     c.rows = p.rows_of_port(c.port)
                     _number(i, f, "ber", 0.0, 0.5, low_open=True)
             elif cause == "incast_hotspot":
                 _number(i, f, "load", 0.0, 100.0)
+            else:
+                priority = f.option("priority")
+                if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority < PRIORITIES:
+                    raise _bad(i, f, f"priority must be an integer 0..{PRIORITIES - 1}, not {priority!r}")
+                _number(i, f, "paused", 0.0, 1.0, low_open=True)
+                _number(i, f, "quanta", 1.0, 65535.0)
         elif cause == "switch_fault":
             if f.target not in p.switch_index:
                 raise _bad(i, f, "unknown switch")
+            ports = p.ports_of_switch(p.switch_index[f.target])
+            if f.option("mode") == "reboot":  # every link of the switch: both ends' receivers go dark
+                _number(i, f, "down_s", 0.0, 1e9, low_open=True)
+                ends = np.unique(np.concatenate([ports, p.port_peer[ports]]))
+                c.rows = np.concatenate([p.rows_of_port(int(e)) for e in ends])
+                c.weights = np.full(c.rows.size, CUT_DB)
+                return c
             frac = _number(i, f, "ports_fraction", 0.0, 1.0, low_open=True)
             _number(i, f, "ber", 0.0, 0.5, low_open=True)
-            ports = p.ports_of_switch(p.switch_index[f.target])
             n = max(1, round(frac * ports.size)) if ports.size else 0
             chosen = np.sort(gen.permutation(ports)[:n])
             c.rows = (chosen[:, None] * LANES + np.arange(LANES)).ravel()
@@ -278,9 +335,16 @@ class Injector:
                 if int(f.option("xid")) == 48 and t_prev < f.start <= t:
                     e.dbe_events[c.gpus] += 1
                 continue
+            if cause == "connector_contamination" and f.option("episodes") is not None:
+                s *= _in_episode(f, t)
+            elif cause == "switch_fault" and f.option("mode") == "reboot":
+                down = f.start <= t < f.start + float(f.option("down_s")) and (f.end is None or t < f.end)
+                s = float(down)
             if s <= 0.0:
                 continue
-            if cause in ("connector_contamination", "fiber_damage", "link_down"):
+            if cause == "switch_fault" and f.option("mode") == "reboot":
+                e.rx_extra_loss_db[c.rows] += c.weights
+            elif cause in ("connector_contamination", "fiber_damage", "link_down"):
                 e.rx_extra_loss_db[c.rows] += s * c.weights
             elif cause == "laser_degradation":
                 e.tx_drop_db[c.rows] += s * float(f.option("drop_db"))
@@ -290,14 +354,23 @@ class Injector:
                     e.tx_drop_db[c.rows] += s * DEAD_DB
                     e.bias_mult[c.rows] *= 1.0 - s
                     e.tx_dead[c.rows] |= s >= 1.0
+                elif f.option("mode") == "corrupt":
+                    e.frame_loss[c.port] = e.frame_loss.get(c.port, 0.0) + s * float(f.option("frame_loss"))
                 else:
                     e.ber_faults.append((c.rows, np.full(c.rows.size, float(f.option("ber"))), s))
             elif cause == "switch_fault":
                 e.ber_faults.append((c.rows, float(f.option("ber")) * c.weights, s))
             elif cause == "incast_hotspot":
                 e.incast[c.port] = max(e.incast.get(c.port, 0.0), s * float(f.option("load")))
+                if f.option("phase") == "allreduce":
+                    e.incast_allreduce.add(c.port)
             elif cause == "pfc_storm":
-                e.storm[c.port] = max(e.storm.get(c.port, 0.0), s)
+                paused = s * float(f.option("paused"))
+                e.storm[c.port] = max(e.storm.get(c.port, 0.0), paused)
+                rate = paused * fabric.PAUSE_FULL_PER_S * 65535.0 / float(f.option("quanta"))
+                e.storm_pause[c.port] = max(e.storm_pause.get(c.port, 0.0), rate)
+                if int(f.option("priority")) != ROCE_PRIORITY:
+                    e.storm_other_class.add(c.port)
             elif cause == "cooling_failure":
                 e.coolant_delta[c.gpus] += s * float(f.option("delta_c"))
                 e.r_mult[c.gpus] *= 1.0 + 0.35 * s
@@ -306,6 +379,23 @@ class Injector:
                 if cause == "npo_thermal_coupling":
                     e.npo_coupling[c.gpus] = np.maximum(e.npo_coupling[c.gpus], s * float(f.option("coupling")))
         return e
+
+
+def _in_episode(f: Fault, t: float) -> float:
+    """1.0 while an intermittent connector's loss is there at ``t`` (episode k: start + k·(on+off) .. + on)."""
+    on, off = float(f.option("on_s")), float(f.option("off_s"))
+    k = math.floor((t - f.start) / (on + off))
+    return float(0 <= k < int(f.option("episodes")) and t - f.start - k * (on + off) < on)
+
+
+def reboot_windows(faults: Sequence[Fault]) -> list[tuple[str, float, float]]:
+    """(switch, start, end) of every switch reboot: its source is silent then and restarts its counters."""
+    out = []
+    for f in faults:
+        if f.cause == "switch_fault" and f.option("mode") == "reboot":
+            end = f.start + float(f.option("down_s"))
+            out.append((f.target, f.start, end if f.end is None else min(end, f.end)))
+    return out
 
 
 def flap_window(flap: Flap, t_prev: float, t: float) -> tuple[int, float, bool, float | None]:
@@ -334,16 +424,23 @@ def flap_window(flap: Flap, t_prev: float, t: float) -> tuple[int, float, bool, 
     return drops, down, down_now, last_up
 
 
-def pause_sources(plant: Plant, effects: Effects) -> tuple[np.ndarray, dict[int, float]]:
-    """Pause frames/s each port sends because of incasts and storms, and storm partners' drain loss."""
+def pause_sources(plant: Plant, effects: Effects, comm_share: float = 1.0) -> tuple[np.ndarray, dict[int, float]]:
+    """Pause frames/s each port sends because of incasts and storms, and storm partners' drain loss.
+
+    ``comm_share``: the share of the interval in the job's all-reduce phase (for ``phase: allreduce``).
+    """
     rate = np.zeros(plant.P)
     blocked: dict[int, float] = {}
     for port, load in effects.incast.items():
         if load > 1.0:
             r = fabric.PAUSE_FULL_PER_S * (load - 1.0) / load
+            if port in effects.incast_allreduce:
+                r *= comm_share
             rate = np.maximum(rate, fabric.pause_spread(plant, {port: r}, hops=1, decay=0.5))
     for port, s in effects.storm.items():
-        rate[port] = max(rate[port], s * fabric.PAUSE_FULL_PER_S)
+        rate[port] = max(rate[port], effects.storm_pause.get(port, s * fabric.PAUSE_FULL_PER_S))
+        if port in effects.storm_other_class:  # nothing of the job queues behind these pauses
+            continue
         partner = int(plant.port_peer[port])
         blocked[partner] = max(blocked.get(partner, 0.0), s)
         spread = fabric.pause_spread(plant, {partner: 0.5 * s * fabric.PAUSE_FULL_PER_S}, hops=2, decay=0.5)

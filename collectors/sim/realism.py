@@ -28,6 +28,14 @@ bursty_traffic  ``duty``. The all-reduce arrives in bursts filling ``duty`` of t
     (5 × (1-duty) frames/s, far from a storm's 24 000/s).
 coolant_drift  ``delta_c``, ``period_s`` (86 400). Every loop's coolant follows
     delta_c · sin²(π t / period_s): the facility water of a day.
+burst_errors  ``port`` (name or pattern, all), ``rate_per_hour`` (0.2), ``codewords`` (5). Short error
+    bursts on healthy links (a cable moved, a door closed on a bundle): each matched port's receiver
+    sees bursts at random, ``rate_per_hour`` per port while its link is up. A burst lasts a few
+    milliseconds: 1 + Poisson(codewords − 1) codewords fail (fec_uncorrectable_total, 17 symbol errors
+    each, CRC errors ×1.16 by the traffic then, as any failed codeword), and about 12 corrected
+    codewords of up to 15 symbols surround each failed one (fec_corrected_total, and that interval's
+    pre_fec_ber by corrected/bits). Below the BER limit, so no trend: uncorrectables out of a clean
+    BER (REALISM.md, Errors: "burst errors make some uncorrectables below it").
 maintenance  ``switch``, ``start``, ``duration``. The plant side: every link of the switch is down for
     the window (its lasers off while it reboots: the far ends see loss of light) and retrains after.
     The switch's own source is silent for the window and its counters restart from 0 (delivery.py).
@@ -59,8 +67,19 @@ if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
 
 PHYSICS_KINDS = frozenset(
-    {"dom_offset", "mixed_modules", "module_swap", "load_step", "bursty_traffic", "coolant_drift", "maintenance"}
+    {
+        "dom_offset",
+        "mixed_modules",
+        "module_swap",
+        "load_step",
+        "bursty_traffic",
+        "coolant_drift",
+        "maintenance",
+        "burst_errors",
+    }
 )
+BURST_CORRECTED_CODEWORDS = 12  # corrected codewords around each failed one in a burst
+BURST_CORRECTED_BITS = 12 * 15 * 10 // 2  # ... with up to 15 of their 10-bit symbols wrong (about half)
 BURST_RHO_CAP = 0.95
 BURST_ECN_MAX = 100.0
 BURST_PAUSE_PER_S = 5.0
@@ -114,6 +133,7 @@ class Realism:
         self.duty = 1.0
         self.drifts: list[tuple[float, float]] = []
         self.swaps: list[_Swap] = []
+        self.error_bursts: list[tuple[int, np.ndarray, float]] = []  # (entry, rate per port per s, codewords)
         for i, q in self.items:
             gen = self.gens[i]
             if q.kind == "dom_offset":
@@ -126,6 +146,9 @@ class Realism:
                 self.drifts.append((q["delta_c"], q["period_s"]))
             elif q.kind == "module_swap":
                 self.swaps.append(_Swap(p.port_index[q["port"]], q["at"], gen))
+            elif q.kind == "burst_errors":
+                chosen = np.array([fnmatch.fnmatchcase(name, q["port"]) for name in p.port_list])
+                self.error_bursts.append((i, chosen * q["rate_per_hour"] / 3600.0, q["codewords"]))
         # GPU whose job a port carries: its own, or the GPU at the far end; -1 for switch-switch ports
         self.port_job_gpu = np.where(
             p.port_is_gpu, p.port_gpu, np.where(p.port_is_gpu[p.port_peer], p.port_gpu[p.port_peer], -1)
@@ -250,6 +273,21 @@ class Realism:
         )
         burst = comm_now & (u < self.duty) & (rho_now > 0.2)
         return np.where(burst, queue, np.nan), np.full(self.plant.P, min(self.duty**-2, BURST_ECN_MAX))
+
+    def bursts_of_errors(
+        self, k: int, streams: Streams, dt: float, up_share: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(corrected bits, failed codewords) per port from error bursts over the interval."""
+        p = self.plant
+        corrected = np.zeros(p.P)
+        failed = np.zeros(p.P, dtype=np.int64)
+        for i, rate, codewords in self.error_bursts:
+            gen = streams.at(k, f"pathology/{i}/bursts")
+            events = poisson(rate * dt * up_share, gen)
+            lost = events + poisson(events * (codewords - 1.0), gen)
+            failed += lost
+            corrected += lost * BURST_CORRECTED_BITS
+        return corrected, failed
 
     def burst_pauses(self, k: int, streams: Streams, dt: float, comm_share: float, up_share: np.ndarray) -> np.ndarray:
         """Brief PFC pause frames NICs send in receive bursts over the interval (0 without bursts)."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from fabricwatch.collectors.sim import fabric, optics
 from fabricwatch.collectors.sim.delivery import Delivery
-from fabricwatch.collectors.sim.injection import Effects, Injector, flap_window, pause_sources
+from fabricwatch.collectors.sim.injection import Effects, Injector, flap_window, pause_sources, reboot_windows
 from fabricwatch.collectors.sim.job import TrainingJob
 from fabricwatch.collectors.sim.messages import MessageBuilder
 from fabricwatch.collectors.sim.plant import LANES, Plant
@@ -136,7 +136,14 @@ class Simulator:
         self._init_counters(st.static("counters"))
         self.link_up = np.ones(p.N, dtype=bool)
         self.messages = MessageBuilder(p, self.part_of_port, self.parts)
-        self.delivery = Delivery(p, self.pathologies, seed, self.interval) if self.pathologies else None
+        # a switch reboot (switch_fault, mode reboot) silences its source and restarts its counters as a
+        # maintenance window does; appended last, so every pathology keeps its own random stream
+        reboots = tuple(
+            Pathology("maintenance", {"switch": sw, "start": a, "duration": b - a}, "switch_fault reboot")
+            for sw, a, b in reboot_windows(self.faults)
+        )
+        collectors = self.pathologies + reboots
+        self.delivery = Delivery(p, collectors, seed, self.interval) if collectors else None
 
     # --- static plant ----------------------------------------------------------------------------
 
@@ -258,6 +265,8 @@ class Simulator:
         port_up_share, port_up_now = up_share[p.port_link], up_now[p.port_link]
         flow = self._traffic(k, eff, t, dt, comm_s, port_up_share, port_up_now, load)
         measured_ber = self._errors(k, dt, light.port_ber, port_up_share, reset, after_reset, flow.tx_bytes)
+        if eff.frame_loss:
+            self._corruption(k, eff.frame_loss, flow.tx_pkts, reset, after_reset)
         queue = self._congestion(k, eff, dt, flow, port_up_share, port_up_now)
         switch_temp, fan = self._switch_rows(port_util, dt, st.at(k, "switch"))
 
@@ -340,10 +349,17 @@ class Simulator:
         else:  # a job on part of the GPUs (realism.load_step)
             seconds = (tr.comm_load * comm_s * load.port_mean + fabric.BACKGROUND * dt) * (1.0 + 0.01 * z_traffic)
             rho_now = tr.comm_load * float(self.job.comm_now(t)) * load.port_now + fabric.BACKGROUND
+        comm_now = self.job.comm_now(t)
         for port, load in eff.incast.items():
+            if port in eff.incast_allreduce:  # the many-to-one step of the collective only
+                busy = min(load, fabric.MAX_TX_SHARE) * comm_s + fabric.BACKGROUND * (dt - comm_s)
+                seconds[port] = max(seconds[port], busy)
+                rho_now[port] = max(rho_now[port], load * float(comm_now))
+                continue
             seconds[port] = max(seconds[port], min(load, fabric.MAX_TX_SHARE) * dt)
             rho_now[port] = max(rho_now[port], load)
-        pause_rate, blocked = pause_sources(p, eff) if (eff.incast or eff.storm) else (np.zeros(p.P), {})
+        comm_share = comm_s / dt if dt else self.job.comm
+        pause_rate, blocked = pause_sources(p, eff, comm_share) if (eff.incast or eff.storm) else (np.zeros(p.P), {})
         for port, s in blocked.items():  # a port paused by its partner cannot send
             seconds[port] *= 1.0 - s
             rho_now[port] *= 1.0 - s
@@ -377,8 +393,12 @@ class Simulator:
         # (at the first scrape: over one interval before it, which only the reading sees).
         bits = optics.PORT_BITS_PER_S * self.interval * (up_share if k else 1.0)
         corrected = poisson(port_ber * bits, gen)
-        measured_ber = corrected / np.maximum(bits, 1.0)
         unc = poisson(optics.codeword_failure(port_ber) * optics.CODEWORDS_PER_S * dt * up_share, gen)
+        if self.realism is not None and self.realism.error_bursts:  # realism.burst_errors
+            burst_bits, burst_failed = self.realism.bursts_of_errors(k, self.streams, dt, up_share)
+            corrected = corrected + burst_bits.astype(np.int64)
+            unc = unc + burst_failed
+        measured_ber = corrected / np.maximum(bits, 1.0)
         busy = np.minimum(tx_bytes[p.port_peer] / (fabric.LINE_BYTES_PER_S * max(dt, 1e-9)), 1.0)
         crc = round_up_fraction(unc * CRC_FRAMES_PER_FAILED_CODEWORD * busy, gen.random(p.P))
         if not k:
@@ -391,6 +411,23 @@ class Simulator:
         self.symbol_errors = np.where(zero, 0, self.symbol_errors) + symbols
         self.crc += crc
         return measured_ber
+
+    def _corruption(
+        self, k: int, loss: dict[int, float], tx_pkts: np.ndarray, reset: np.ndarray, after_reset: np.ndarray
+    ) -> None:
+        """Low-rate corruption (transceiver_fault, mode corrupt): lost frames and the codewords that lost them."""
+        p = self.plant
+        gen = self.streams.at(k, "corruption")  # its own stream: the healthy noise stays as it was
+        rate = np.zeros(p.P)
+        for port, q in loss.items():
+            rate[port] = min(q, 1.0)
+        lost = poisson(rate * tx_pkts[p.port_peer], gen)  # frames received over the interval
+        unc = round_up_fraction(lost / CRC_FRAMES_PER_FAILED_CODEWORD, gen.random(p.P))
+        keep = after_reset[p.port_link]
+        unc_kept = np.floor(unc * keep).astype(np.int64)
+        self.crc += lost
+        self.fec_uncorrectable += unc_kept
+        self.symbol_errors += unc_kept * optics.SYMBOLS_PER_FAILED_CODEWORD
 
     def _congestion(
         self, k: int, eff: Effects, dt: float, flow: _Flow, up_share: np.ndarray, up_now: np.ndarray
@@ -412,8 +449,11 @@ class Simulator:
             ecn_p = ecn_p * bursts[1]
         for port, load in eff.incast.items():
             if load > 1.0 and up_now[port]:
-                queue[port] = fabric.incast_queue(np.array([load]))[0] * (0.9 + 0.2 * flow.u_queue[port])
-                ecn_p[port] = max(ecn_p[port], float(fabric.ecn_probability(np.array([queue[port]]))[0]))
+                standing = fabric.incast_queue(np.array([load]))[0] * (0.9 + 0.2 * flow.u_queue[port])
+                # marks fall on the frames sent while the queue stands (all-reduce: the comm phase's)
+                ecn_p[port] = max(ecn_p[port], float(fabric.ecn_probability(np.array([standing]))[0]))
+                if port not in eff.incast_allreduce or self.job.comm_now(self.t):
+                    queue[port] = standing
         for port, s in flow.blocked.items():
             if up_now[port]:
                 queue[port] = s * fabric.QUEUE_CAP_BYTES * (0.95 + 0.1 * flow.u_queue[port])

@@ -11,7 +11,7 @@ picked from the topology itself so the demo runs on any standard supernode size.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from fabricwatch.app.score import Score, score
 from fabricwatch.clock import VirtualClock
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
+from fabricwatch.pathologies import Pathology
 from fabricwatch.schema import row_count
 from fabricwatch.stream.bus import Bus, MemoryBus
 from fabricwatch.stream.consume import ProcessingLoop
@@ -110,12 +111,13 @@ def run_demo(
     db: str | Path,
     bus: Bus | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    pathologies: Sequence[Pathology] = (),
 ) -> DemoResult:
     from fabricwatch.collectors.sim import Simulator
     from fabricwatch.detectors.engine import DetectionEngine
 
     bus = bus or MemoryBus()
-    sim = Simulator(topology, faults, seed=seed, interval=interval)
+    sim = Simulator(topology, faults, seed=seed, interval=interval, pathologies=pathologies)
     engine = DetectionEngine(topology)
     opened: set[str] = set()
     started = time.perf_counter()

@@ -32,6 +32,7 @@ COMMANDS = [
     "runbook",
     "forensics",
     "dashboards",
+    "detect_series",
 ]
 
 

@@ -20,7 +20,6 @@ from fabricwatch.cli import non_negative_int
 from fabricwatch.errors import InputError
 
 DEFAULT_GROUP = "fabricwatch-correlate"
-RETRY_MAX_S = 30.0
 STALL_S = 300.0
 
 
@@ -127,46 +126,40 @@ class Service:
         self.joiner = Joiner(Stage2(topo, settings.engine, id_prefix=f"inc-{self.instance}-"), stall_s=settings.stall)
 
     def run(self, stop: threading.Event) -> None:
+        from fabricwatch.cli.process import retry_until_broker
+
+        retry_until_broker(self, stop, "correlate", self._run_once)
+
+    def _run_once(self, stop: threading.Event) -> None:
         from fabricwatch.schema import TOPIC_INCIDENTS
-        from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
+        from fabricwatch.stream.kafka import KafkaBus
         from fabricwatch.stream.stage2_loop import CorrelateLoop, topic_values
 
         s = self.settings
-        wait, said = 0.5, False
-        while not stop.is_set():
-            bus = KafkaBus(
-                s.bootstrap,
-                client_id=f"fabricwatch-correlate-{self.instance}",
-                group_id=s.group,
-                partitions=s.partitions,
-                replication=s.replication,
-            )
-            try:
-                self.loop = CorrelateLoop(
-                    bus,
-                    self.store,
-                    self.joiner,
-                    delivered=lambda: topic_values(s.bootstrap, TOPIC_INCIDENTS),
-                    unacknowledged=bus.pending,
-                    metrics=self.metrics,
-                    max_records=s.max_records,
-                    on_incident=self.on_incident,
-                )
-                print(
-                    f"fabricwatch correlate: group {s.group} on {s.bootstrap} → {s.db} "
-                    f"(incidents inc-{self.instance}-…, {self.joiner.ticks} ticks closed before)",
-                    file=sys.stderr,
-                )
-                self.ready = True
-                self.loop.run(stop)
-                return
-            except KafkaUnavailable as exc:
-                self.ready = False
-                if not said:
-                    print(f"fabricwatch correlate: {exc}; retrying until it answers", file=sys.stderr)
-                    said = True
-                stop.wait(wait)
-                wait = min(wait * 2, RETRY_MAX_S)
+        bus = KafkaBus(
+            s.bootstrap,
+            client_id=f"fabricwatch-correlate-{self.instance}",
+            group_id=s.group,
+            partitions=s.partitions,
+            replication=s.replication,
+        )
+        self.loop = CorrelateLoop(
+            bus,
+            self.store,
+            self.joiner,
+            delivered=lambda: topic_values(s.bootstrap, TOPIC_INCIDENTS),
+            unacknowledged=bus.pending,
+            metrics=self.metrics,
+            max_records=s.max_records,
+            on_incident=self.on_incident,
+        )
+        print(
+            f"fabricwatch correlate: group {s.group} on {s.bootstrap} → {s.db} "
+            f"(incidents inc-{self.instance}-…, {self.joiner.ticks} ticks closed before)",
+            file=sys.stderr,
+        )
+        self.ready = True
+        self.loop.run(stop)
 
     def close(self) -> None:
         self.ready = False

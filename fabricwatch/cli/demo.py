@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=positive_float, default=5.0, help="scrape interval, s (default 5)")
     p.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     p.add_argument("--faults", type=Path, metavar="FILE", help="fault spec YAML instead of the default faults")
+    p.add_argument(
+        "--realistic",
+        action="store_true",
+        help="shape the telemetry like a production fleet: every pathology of DESIGN §4b (fabricwatch.realistic)",
+    )
     p.add_argument("--db", type=Path, default=Path("out/demo.duckdb"), help="DuckDB file (default out/demo.duckdb)")
     p.add_argument(
         "--bootstrap", metavar="HOST:PORT", help="run through this Kafka broker instead of the in-memory bus"
@@ -48,13 +53,22 @@ def run(args: argparse.Namespace) -> int:
     from fabricwatch.faults import load_plan
 
     topo = topology.generate(args.gpus, args.rails, args.gpus_per_node)
-    faults = list(load_plan(args.faults, topo).faults) if args.faults else default_faults(topo)
+    plan = load_plan(args.faults, topo) if args.faults else None
+    faults = list(plan.faults) if plan else default_faults(topo)
+    pathologies = list(plan.pathologies) if plan else []
+    if args.realistic:
+        from fabricwatch.realistic import realistic
+
+        pathologies += realistic(topo, args.seed, horizon=args.duration)
     for path in (args.db, Path(f"{args.db}.wal")):
         path.unlink(missing_ok=True)
     out = console()
     out.print(f"[bold]fabricwatch demo[/]: {topo.summary()}")
     for f in faults:
         out.print(f"  injecting [bold]{f.cause}[/] at {f.spec.located_at} {f.target} from t+{f.start:.0f}s")
+    if pathologies:
+        kinds = sorted({q.kind for q in pathologies})
+        out.print(f"  shaped like production: {len(pathologies)} pathologies ({', '.join(kinds)})")
 
     def line(p: Progress) -> Text:
         rate = p.rows / p.wall_s if p.wall_s else 0.0
@@ -83,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 db=args.db,
                 bus=bus,
                 on_progress=lambda p: live.update(line(p)),
+                pathologies=pathologies,
             )
     except broker_failed as exc:
         print(f"fabricwatch demo: {exc}", file=sys.stderr)

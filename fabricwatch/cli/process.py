@@ -128,6 +128,29 @@ def stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def retry_until_broker(service: Any, stop: threading.Event, name: str, run_once: Any) -> None:
+    """Call ``run_once(stop)`` until it returns or ``stop`` is set, retrying an absent broker.
+
+    The first failure is said once; retries back off from 0.5 s to ``RETRY_MAX_S`` so a broker that
+    comes back is found within seconds and a long outage costs nothing. ``service.ready`` is False
+    while the broker is away (the health endpoint reports it).
+    """
+    from fabricwatch.stream.kafka import KafkaUnavailable
+
+    wait, said = 0.5, False
+    while not stop.is_set():
+        try:
+            run_once(stop)
+            return
+        except KafkaUnavailable as exc:
+            service.ready = False
+            if not said:
+                print(f"fabricwatch {name}: {exc}; retrying until it answers", file=sys.stderr)
+                said = True
+            stop.wait(wait)
+            wait = min(wait * 2, RETRY_MAX_S)
+
+
 class Service:
     """Store, processor and consumer loop built from :class:`Settings`; ``run`` retries an absent broker."""
 
@@ -163,44 +186,36 @@ class Service:
         )
 
     def run(self, stop: threading.Event) -> None:
+        retry_until_broker(self, stop, "process", self._run_once)
+
+    def _run_once(self, stop: threading.Event) -> None:
         from fabricwatch.stream.consume import ProcessingLoop
-        from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
+        from fabricwatch.stream.kafka import KafkaBus
 
         s = self.settings
-        wait, said = 0.5, False
-        while not stop.is_set():
-            bus = KafkaBus(
-                s.bootstrap,
-                client_id=f"fabricwatch-process-{s.group}",
-                group_id=s.group,
-                partitions=s.partitions,
-                replication=s.replication,
-            )
-            self.loop = ProcessingLoop(
-                bus,
-                self.processor,
-                max_records=s.max_records,
-                on_batch=self._progress,
-                seal_every_s=s.seal_every,
-                seal_horizon_s=s.seal_horizon,
-                tick_marks=self.name if self.processor.engine is not None else None,
-            )
-            print(
-                f"fabricwatch process: group {s.group} on {s.bootstrap} → {s.db} "
-                f"(resuming from {len(self.processor.next_offsets)} stored partition offsets)",
-                file=sys.stderr,
-            )
-            try:
-                self.ready = True
-                self.loop.run(stop)
-                return
-            except KafkaUnavailable as exc:
-                self.ready = False
-                if not said:
-                    print(f"fabricwatch process: {exc}; retrying until it answers", file=sys.stderr)
-                    said = True
-                stop.wait(wait)
-                wait = min(wait * 2, RETRY_MAX_S)
+        bus = KafkaBus(
+            s.bootstrap,
+            client_id=f"fabricwatch-process-{s.group}",
+            group_id=s.group,
+            partitions=s.partitions,
+            replication=s.replication,
+        )
+        self.loop = ProcessingLoop(
+            bus,
+            self.processor,
+            max_records=s.max_records,
+            on_batch=self._progress,
+            seal_every_s=s.seal_every,
+            seal_horizon_s=s.seal_horizon,
+            tick_marks=self.name if self.processor.engine is not None else None,
+        )
+        print(
+            f"fabricwatch process: group {s.group} on {s.bootstrap} → {s.db} "
+            f"(resuming from {len(self.processor.next_offsets)} stored partition offsets)",
+            file=sys.stderr,
+        )
+        self.ready = True
+        self.loop.run(stop)
 
     _last_progress = 0.0
 

@@ -188,6 +188,12 @@ class KafkaBus(Bus):
         """The group's committed offsets (partitions without one are left out)."""
         return self.receiver.committed(partitions)
 
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self.receiver.pause(partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self.receiver.resume(partitions)
+
     def assignment(self) -> set[TopicPartition]:
         return self.receiver.assignment()
 

@@ -187,6 +187,21 @@ class KafkaReceiver:
                 out[(t, p)] = offset
         return out
 
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetch nothing more of these assigned partitions until resumed (kafka-python's pause)."""
+        consumer = self.client()
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        mine = [KafkaTP(*tp) for tp in partitions if tp in assigned]
+        if mine:
+            consumer.pause(*mine)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        consumer = self.client()
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        mine = [KafkaTP(*tp) for tp in partitions if tp in assigned and tp not in self._to_settle]
+        if mine:
+            consumer.resume(*mine)
+
     def assignment(self) -> set[TopicPartition]:
         consumer = self.client()
         return {(tp.topic, tp.partition) for tp in consumer.assignment()}

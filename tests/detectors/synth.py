@@ -158,7 +158,7 @@ class Timeline:
         ber = 10 ** self.rng.normal(-7.5, 0.5, m)
         f["pre_fec_ber"] = (ber[None, :] * 10 ** self.rng.normal(0, 0.1, (n, m))).ravel()
         f["rx_crc_errors_total"] = 0
-        f["symbol_errors_total"] = self._counter(ber * 100e9 / 10)
+        f["symbol_errors_total"] = self._counter(0.0)  # errors the FEC could not correct: none when healthy
         f["fec_corrected_total"] = self._counter(ber * 100e9 / 10)
         f["fec_uncorrectable_total"] = 0
         f["link_down_total"] = 0

@@ -55,3 +55,26 @@ def test_demo_command_runs_small_and_reports(tmp_path, capsys, monkeypatch):
     assert code == 0
     assert "ground truth: 5/5 injected faults found at the right place with the right cause; 0 incidents" in out
     assert db.exists() and f"fabricwatch query --db {db}" in out
+
+
+def test_the_demo_shapes_its_telemetry_with_the_given_pathologies(tmp_path):
+    """Pathologies reach the demo's simulator: a node collector silent for the whole run stores nothing."""
+    from fabricwatch.pathologies import parse_pathologies
+
+    topo = generate(64, 8, 8)
+    silent = parse_pathologies(
+        [{"kind": "collector_outage", "source": "node001", "start": 0, "duration": 600}], topo, "test"
+    )
+    tidy = run_demo(topo, [], duration=60.0, interval=5.0, seed=7, db=tmp_path / "tidy.duckdb")
+    messy = run_demo(topo, [], duration=60.0, interval=5.0, seed=7, db=tmp_path / "messy.duckdb", pathologies=silent)
+    assert 0 < messy.rows < tidy.rows and messy.rows == messy.produced_rows
+
+
+def test_demo_command_realistic_names_the_pathologies_it_applies(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    code = main(["demo", "--gpus", "64", "--duration", "60", "--realistic", "--db", str(tmp_path / "d.duckdb")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    line = next(x for x in out.splitlines() if "shaped like production:" in x)
+    for kind in ("clock_skew", "collector_outage", "maintenance", "spare_port"):
+        assert kind in line

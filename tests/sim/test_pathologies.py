@@ -433,6 +433,7 @@ ALL = [
     {"kind": "maintenance", "switch": "leaf3-0", "start": 60, "duration": 60},
     {"kind": "profile", "source": "leaf*", "as": "gnmi"},
     {"kind": "profile", "source": "node*", "telemetry": "gpu", "as": "dcgm"},
+    {"kind": "burst_errors", "rate_per_hour": 30},
 ]
 
 

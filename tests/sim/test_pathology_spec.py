@@ -34,6 +34,7 @@ pathologies:
   - {kind: module_swap, port: "leaf0-0:p00", at: 150}
   - {kind: maintenance, switch: leaf1-0, start: 300, duration: 120}
   - {kind: profile, telemetry: port, as: ethtool}
+  - {kind: burst_errors, port: "leaf*", rate_per_hour: 2}
 """
 
 
