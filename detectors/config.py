@@ -8,6 +8,8 @@ correlation and the incident tracker, and one section per detector to enable, di
     detectors:
       gpu_temp: {gpu_hot_c: 83}        # a field of GpuTemperature.Config
       pfc_storm: {enabled: false}      # every registered detector runs unless disabled
+    maintenance:                       # change tickets: a switch outage inside one is never paged
+      - {switch: leaf3-0, start: 1764400100, end: 1764400400}
 
 Built from YAML with :func:`fabricwatch.yamlconf.convert`: an unknown detector, an unknown key or a
 wrong type is one line naming the file, the line and the key path.

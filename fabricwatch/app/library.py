@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,7 +29,7 @@ from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan, parse_faults
 from fabricwatch.incident import Incident
-from fabricwatch.pathologies import parse_pathologies
+from fabricwatch.pathologies import Pathology, parse_pathologies
 from fabricwatch.realistic import REALISTIC, realistic
 from fabricwatch.topology import Topology, generate
 
@@ -198,22 +198,27 @@ class ScenarioResult:
         }
 
 
+def maintenance_tickets(pathologies: Sequence[Pathology], t0: float) -> list[MaintenanceWindow]:
+    """The change tickets of the planned maintenance among ``pathologies`` (a maintenance window is
+    planned by definition), in epoch seconds from the run's start ``t0``. Detection reads these
+    tickets, never the pathology list."""
+    return [
+        MaintenanceWindow(switch=p["switch"], start=t0 + p["start"], end=t0 + p["start"] + p["duration"])
+        for p in pathologies
+        if p.kind == "maintenance"
+    ]
+
+
 def change_tickets(scenario: Scenario) -> list[MaintenanceWindow]:
-    """The scenario's planned maintenance as the change tickets its operators filed (a maintenance
-    window is planned by definition), in the capture's time: its first record is the run's t = 0.
-    Detection reads these tickets, never the pathology list."""
-    planned = [p for p in scenario.plan.pathologies if p.kind == "maintenance"]
-    if not planned or not scenario.capture.exists():
+    """A scenario's change tickets, in the capture's time: its first record is the run's t = 0."""
+    if not any(p.kind == "maintenance" for p in scenario.plan.pathologies) or not scenario.capture.exists():
         return []
     from fabricwatch.replay.capture import open_capture
 
     cap = open_capture(scenario.capture)
     t0 = next((r.ts for r in cap.records()), 0.0)
     cap.close()
-    return [
-        MaintenanceWindow(switch=p["switch"], start=t0 + p["start"], end=t0 + p["start"] + p["duration"])
-        for p in planned
-    ]
+    return maintenance_tickets(scenario.plan.pathologies, t0)
 
 
 def engine_for(scenario: Scenario) -> Callable[[Topology], Any]:
