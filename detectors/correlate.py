@@ -20,7 +20,8 @@ findings it explains, so a finding is folded into one diagnosis at most:
    paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
-   loss) with normal light (no rx/tx power finding on the link, which would explain them) on
+   loss) that are sustained (the BER up or frames lost, not failed codewords alone: a burst) with
+   normal light (no rx/tx power finding on the link, which would explain them) on
    ≥ ``switch_fault_min_fraction`` of one switch's links (and ≥ ``switch_fault_min_links``), their far
    ends on two fault domains or more.
 6. per link, from optical evidence of both ends, each direction = (transmitter, receiver):
@@ -77,6 +78,10 @@ TX_LOW = {"tx_power_drop", "tx_power_low_alarm", "tx_power_low_warn"}
 BIAS_UP = {"bias_rise", "bias_high_warn", "bias_high_alarm"}
 STATE = {"link_down", "link_flap"}
 INVENTORY = {"port_not_in_topology"}
+# What makes a link's lost frames corruption rather than a burst: uncorrectable codewords alone, with
+# the pre-FEC BER normal, come from error bursts (REALISM.md: burst errors fail codewords below the
+# FEC limit); a corrupting link shows its BER up, or loses frames to CRC errors.
+SUSTAINED = {"ber_above_limit", "ber_high", "ber_rise", "packet_loss"}
 # Light lost on the way (or a dark module): explains a link's errors without its switch.
 OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
 TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
@@ -377,6 +382,8 @@ class Correlator:
             ends = self.link_ends(f.id)
             if len(ends) < 2 or pool.free(entity="port", symptoms=OPTICAL_LOSS, ids=set(ends)):
                 continue  # no link, or light lost on the way explains its errors
+            if not pool.free(entity="port", symptoms=SUSTAINED, ids=set(ends)):
+                continue  # failed codewords with the BER normal: an error burst, not a corrupting link
             for end in ends:
                 device = self.topology.port_device.get(end)
                 if device in self.switch_links:

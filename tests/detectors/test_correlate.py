@@ -311,8 +311,15 @@ SMALL_ROWS = [
     (
         "errors on 3 of a spine's 8 links, far ends on three leaves: the spine",
         EIGHT,
-        [f("fec_uncorrectable", p, severity="major") for p in SPINE01[2:5]],
-        {("switch_fault", "switch", "spine01"): 3},
+        [f("fec_uncorrectable", p, severity="major") for p in SPINE01[2:5]] + [f("ber_high", p) for p in SPINE01[2:5]],
+        {("switch_fault", "switch", "spine01"): 6},
+        set(),
+    ),
+    (
+        "failed codewords alone (BER normal) on 2 of a leaf's 4 links: error bursts, not the switch",
+        EIGHT,
+        [f("fec_uncorrectable", p, severity="major") for p in ("leaf3-0:p64", "leaf3-0:p65")],
+        {("transceiver_fault", "port", p): 1 for p in ("leaf3-0:p64", "leaf3-0:p65")},
         set(),
     ),
     (
