@@ -8,6 +8,8 @@ correlation and the incident tracker, and one section per detector to enable, di
     detectors:
       gpu_temp: {gpu_hot_c: 83}        # a field of GpuTemperature.Config
       pfc_storm: {enabled: false}      # every registered detector runs unless disabled
+    maintenance:                       # change tickets: a switch outage inside one is never paged
+      - {switch: leaf3-0, start: 1764400100, end: 1764400400}
 
 Built from YAML with :func:`fabricwatch.yamlconf.convert`: an unknown detector, an unknown key or a
 wrong type is one line naming the file, the line and the key path.
@@ -49,6 +51,23 @@ class DetectorConfig(Config):
         return sorted(DETECTORS)
 
 
+class MaintenanceWindow(Config):
+    """A change ticket: ``switch`` taken down on purpose from ``start`` to ``end`` (epoch seconds)."""
+
+    switch: str
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.end < self.start:
+            raise ValueError(f"maintenance of {self.switch}: end ({self.end:g}) before start ({self.start:g})")
+
+    def covers(self, switch: str, onset: float, slack_s: float) -> bool:
+        """Whether an outage of ``switch`` beginning at ``onset`` is this planned one."""
+        return switch == self.switch and self.start - slack_s <= onset <= self.end
+
+
 class EngineConfig(Config):
     # --- cadence ---------------------------------------------------------------------------------
     window_s: Positive = 60.0  # history a tick looks at
@@ -72,13 +91,14 @@ class EngineConfig(Config):
     # reboot or power loss takes every port, and the majority leaves room for ports already down or
     # whose far ends report late.
     switch_down_min_fraction: Fraction = 0.5
-    # A switch down with only its far ends reporting (its own side silent: rebooting, drained for
-    # maintenance, or off) pages after this long: a crash-reboot is back in 60-120 s (the realism
-    # issue), a cold reboot resets the ASIC on top (SONiC's fast-reboot allows 90 s of control-plane
-    # outage), and a planned drain-reboot-undrain of a leaf takes minutes (realistic.py: 5 minutes).
-    # Ten minutes: a switch still off after it is not rebooting. The collector incident (a silent
-    # source) tells the on-call about the silence itself before that.
-    switch_reboot_s: Positive = 600.0
+    # Planned maintenance: the change tickets operators file (a switch, a window in epoch seconds). A
+    # switch down whose outage begins inside one of its windows is planned: held, never paged. No
+    # telemetry tells a planned reboot from an unplanned one (tests/sim: a reboot reads like a
+    # maintenance window, only the truth differs); the ticket does.
+    maintenance: list[MaintenanceWindow] = msgspec.field(default_factory=list)
+    # how early an outage may seem to begin before its window: its far ends' clocks and scrapes (hosts
+    # are scraped every few seconds, switches every 30-60 s, REALISM.md)
+    maintenance_slack_s: Positive = 60.0
     loop_hot_min_gpus: Count = 4  # a loop with this many GPUs hot (gpu_temp) ...
     loop_hot_min_fraction: Fraction = 0.25  # ... being at least this share of its GPUs is a cooling failure
 

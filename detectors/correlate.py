@@ -15,13 +15,13 @@ findings it explains, so a finding is folded into one diagnosis at most:
    Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
 4a. switch down (switch): more than ``switch_down_min_fraction`` of one switch's links down at once
    (state 0, or dark on every lane), their far ends on two fault domains or more (so no single far
-   node or switch explains them): one switch diagnosis with every link-down folded in. When only the
-   far ends report (the switch's own side is silent: it is rebooting, drained for maintenance or off)
-   the diagnosis is held, not paged, until the outage outlasts ``switch_reboot_s``; then it is one
-   switch_fault incident. A switch that reports its own ports down is alive and failing: paged at once.
+   node or switch explains them): one switch_fault diagnosis with every link-down folded in. An
+   outage that begins inside a change ticket of that switch (``maintenance``: planned) is held, never
+   paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
-   loss) with normal light (no rx/tx power finding on the link, which would explain them) on
+   loss) that are sustained (the BER up or frames lost, not failed codewords alone: a burst) with
+   normal light (no rx/tx power finding on the link, which would explain them) on
    ≥ ``switch_fault_min_fraction`` of one switch's links (and ≥ ``switch_fault_min_links``), their far
    ends on two fault domains or more.
 6. per link, from optical evidence of both ends, each direction = (transmitter, receiver):
@@ -78,6 +78,10 @@ TX_LOW = {"tx_power_drop", "tx_power_low_alarm", "tx_power_low_warn"}
 BIAS_UP = {"bias_rise", "bias_high_warn", "bias_high_alarm"}
 STATE = {"link_down", "link_flap"}
 INVENTORY = {"port_not_in_topology"}
+# What makes a link's lost frames corruption rather than a burst: uncorrectable codewords alone, with
+# the pre-FEC BER normal, come from error bursts (REALISM.md: burst errors fail codewords below the
+# FEC limit); a corrupting link shows its BER up, or loses frames to CRC errors.
+SUSTAINED = {"ber_above_limit", "ber_high", "ber_rise", "packet_loss"}
 # Light lost on the way (or a dark module): explains a link's errors without its switch.
 OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
 TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
@@ -190,7 +194,7 @@ class Correlator:
             self.neighbours.setdefault(da, set()).add(db)
             self.neighbours.setdefault(db, set()).add(da)
         self.unconsumed: dict[str, int] = {}  # the last call's findings no rule reads, per symptom
-        self.held: list[Diagnosis] = []  # the last call's switch outages not paged (yet): rule 4a
+        self.held: list[Diagnosis] = []  # the last call's planned switch outages (never paged): rule 4a
         self.inventory: list[str] = []  # the last call's ports not in the topology: rule 0
         self._reported: set[str] = set()
 
@@ -210,11 +214,6 @@ class Correlator:
         far = link.b if self.topology.port_device[link.a] == device else link.a
         far_device = self.topology.port_device[far]
         return self.topology.gpu_node.get(far_device, far_device)
-
-    def switch_ports(self, switch: str, link_ids: set[str]) -> set[str]:
-        """The ends of these links that are ports of ``switch``."""
-        ends = (e for lid in link_ids for e in self._anchor_ends(f"link:{lid}"))
-        return {e for e in ends if self.topology.port_device[e] == switch}
 
     def by_share(self, per_switch: dict[str, set[str]]) -> list[str]:
         """Switches by the share of their links involved, largest first: a rebooting leaf takes one
@@ -341,19 +340,17 @@ class Correlator:
             if len({self.far_domain(lid, switch) for lid in links}) < 2:
                 continue  # one far node or switch explains them: it is the root, not this switch
             taken |= links
-            own = self.switch_ports(switch, links)
-            alive = any(f.id in own and f.symptom == "link_down" for lid in links for f in down[lid])
             shown = [f for lid in sorted(links) for f in down[lid]]
-            age = max(f.last_seen for f in shown) - min(f.first_seen for f in shown)
+            onset = min(f.first_seen for f in shown)
             roots = pool.take([f for f in shown if f.symptom == "link_down"] or shown)
             ends = {e for lid in links for e in self._anchor_ends(f"link:{lid}")}
             rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC))
             d = Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, rest,
                           {f"link:{lid}" for lid in links})  # fmt: skip
-            if alive or age >= cfg.switch_reboot_s:
-                out.append(d)
-            else:
+            if any(w.covers(switch, onset, cfg.maintenance_slack_s) for w in cfg.maintenance):
                 self.held.append(d)
+            else:
+                out.append(d)
         return out
 
     def _link_state(self, pool: _Pool) -> list[Diagnosis]:
@@ -393,6 +390,8 @@ class Correlator:
             ends = self.link_ends(f.id)
             if len(ends) < 2 or pool.free(entity="port", symptoms=OPTICAL_LOSS, ids=set(ends)):
                 continue  # no link, or light lost on the way explains its errors
+            if not pool.free(entity="port", symptoms=SUSTAINED, ids=set(ends)):
+                continue  # failed codewords with the BER normal: an error burst, not a corrupting link
             for end in ends:
                 device = self.topology.port_device.get(end)
                 if device in self.switch_links:

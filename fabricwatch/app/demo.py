@@ -113,12 +113,15 @@ def run_demo(
     on_progress: Callable[[Progress], None] | None = None,
     pathologies: Sequence[Pathology] = (),
 ) -> DemoResult:
+    from fabricwatch.app.library import maintenance_tickets
     from fabricwatch.collectors.sim import Simulator
+    from fabricwatch.detectors.config import EngineConfig
     from fabricwatch.detectors.engine import DetectionEngine
 
     bus = bus or MemoryBus()
     sim = Simulator(topology, faults, seed=seed, interval=interval, pathologies=pathologies)
-    engine = DetectionEngine(topology)
+    # the demo plans its maintenance windows, so it files their change tickets
+    engine = DetectionEngine(topology, EngineConfig(maintenance=maintenance_tickets(pathologies, sim.start_ts)))
     opened: set[str] = set()
     started = time.perf_counter()
     messages = produced_rows = produced_records = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,10 +25,11 @@ import msgspec
 
 from fabricwatch import yamlconf
 from fabricwatch.app.score import Score, fault_location, score
+from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan, parse_faults
 from fabricwatch.incident import Incident
-from fabricwatch.pathologies import parse_pathologies
+from fabricwatch.pathologies import Pathology, parse_pathologies
 from fabricwatch.realistic import REALISTIC, realistic
 from fabricwatch.topology import Topology, generate
 
@@ -147,7 +148,7 @@ def build(scenario: Scenario, *, simulate: bool = True) -> list[Incident]:
             progress=False,
             compresslevel=COMPRESSLEVEL,
         )
-    incidents = replay(scenario.capture).incidents
+    incidents = replay(scenario.capture, engine_factory=engine_for(scenario)).incidents
     scenario.expected.write_text(json.dumps([i.to_dict() for i in incidents], indent=1, sort_keys=True) + "\n")
     return incidents
 
@@ -197,13 +198,44 @@ class ScenarioResult:
         }
 
 
+def maintenance_tickets(pathologies: Sequence[Pathology], t0: float) -> list[MaintenanceWindow]:
+    """The change tickets of the planned maintenance among ``pathologies`` (a maintenance window is
+    planned by definition), in epoch seconds from the run's start ``t0``. Detection reads these
+    tickets, never the pathology list."""
+    return [
+        MaintenanceWindow(switch=p["switch"], start=t0 + p["start"], end=t0 + p["start"] + p["duration"])
+        for p in pathologies
+        if p.kind == "maintenance"
+    ]
+
+
+def change_tickets(scenario: Scenario) -> list[MaintenanceWindow]:
+    """A scenario's change tickets, in the capture's time: its first record is the run's t = 0."""
+    if not any(p.kind == "maintenance" for p in scenario.plan.pathologies) or not scenario.capture.exists():
+        return []
+    from fabricwatch.replay.capture import open_capture
+
+    cap = open_capture(scenario.capture)
+    t0 = next((r.ts for r in cap.records()), 0.0)
+    cap.close()
+    return maintenance_tickets(scenario.plan.pathologies, t0)
+
+
+def engine_for(scenario: Scenario) -> Callable[[Topology], Any]:
+    """The detection engine a scenario is replayed with: the defaults, plus its change tickets."""
+    from fabricwatch.detectors.engine import DetectionEngine
+
+    config = EngineConfig(maintenance=change_tickets(scenario))
+    return lambda topology: DetectionEngine(topology, config)
+
+
 def run_scenario(scenario: Scenario) -> ScenarioResult:
     """Replay the stored capture and score it against its ground truth."""
     from fabricwatch.replay.run import replay
 
     if not scenario.capture.exists():
         raise InputError(str(scenario.capture), "no capture: build the library first (scripts/build-library)")
-    result = replay(scenario.capture)
+    result = replay(scenario.capture, engine_factory=engine_for(scenario))
     truth = result.truth or []
     return ScenarioResult(
         scenario, result.incidents, score(truth, result.incidents, result.first_ts or 0.0), result.errors

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch import topology
+from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.detectors.correlate import Correlator
 from fabricwatch.records import Finding
 
@@ -294,21 +295,14 @@ def down(ports: list[str], t: float = 100.0, last: float | None = None) -> list[
 SMALL_ROWS = [
     # comment, topology, findings, {(cause, entity, id): findings folded in}, {switch held (not paged)}
     (
-        "a leaf reboots: its far ends see every link down and it is silent, for a minute: held, no page",
+        "a leaf reboots unplanned: its far ends see every link down, it is silent: one switch_fault",
         SMALL,
         down(FAR3, t=100, last=160) + [f("loss_of_light", p, severity="critical") for p in FAR3],
-        {},
-        {"leaf3-0"},
-    ),
-    (
-        "the same leaf still off after the reboot allowance: one switch_fault with all 16 findings",
-        SMALL,
-        down(FAR3, t=100, last=800) + [f("loss_of_light", p, severity="critical") for p in FAR3],
         {("switch_fault", "switch", "leaf3-0"): 16},
         set(),
     ),
     (
-        "the leaf reports its own ports down with the far ends: alive and failing, paged at once",
+        "the leaf reports its own ports down with the far ends: one switch_fault with all 16",
         SMALL,
         down(FAR3 + LEAF3, t=100, last=130),
         {("switch_fault", "switch", "leaf3-0"): 16},
@@ -338,8 +332,15 @@ SMALL_ROWS = [
     (
         "errors on 3 of a spine's 8 links, far ends on three leaves: the spine",
         EIGHT,
-        [f("fec_uncorrectable", p, severity="major") for p in SPINE01[2:5]],
-        {("switch_fault", "switch", "spine01"): 3},
+        [f("fec_uncorrectable", p, severity="major") for p in SPINE01[2:5]] + [f("ber_high", p) for p in SPINE01[2:5]],
+        {("switch_fault", "switch", "spine01"): 6},
+        set(),
+    ),
+    (
+        "failed codewords alone (BER normal) on 2 of a leaf's 4 links: error bursts, not the switch",
+        EIGHT,
+        [f("fec_uncorrectable", p, severity="major") for p in ("leaf3-0:p64", "leaf3-0:p65")],
+        {("transceiver_fault", "port", p): 1 for p in ("leaf3-0:p64", "leaf3-0:p65")},
         set(),
     ),
     (
@@ -389,6 +390,29 @@ def test_topology_roots(comment: str, topo: topology.Topology, findings: list[Fi
     assert {d.id for d in correlator.held} == held, comment
     claimed = [id(x) for d in diagnoses + correlator.held for x in d.findings]
     assert len(claimed) == len(set(claimed)), "a finding is folded into one diagnosis at most"
+
+
+@pytest.mark.parametrize(
+    ("comment", "window", "paged"),
+    [
+        ("the outage begins inside the leaf's change ticket: planned, held", ("leaf3-0", 90.0, 200.0), False),
+        (
+            "its far ends saw it 30 s before the ticket's start (clocks, scrapes): planned",
+            ("leaf3-0", 130.0, 200.0),
+            False,
+        ),
+        ("a ticket that ended before the outage began: unplanned, paged", ("leaf3-0", 0.0, 90.0), True),
+        ("a ticket for another switch: unplanned, paged", ("leaf2-0", 90.0, 200.0), True),
+    ],
+)
+def test_a_change_ticket_holds_a_planned_switch_outage(comment: str, window: tuple, paged: bool) -> None:
+    switch, start, end = window
+    config = EngineConfig(maintenance=[MaintenanceWindow(switch=switch, start=start, end=end)])
+    correlator = Correlator(SMALL, config)
+    diagnoses = correlator.correlate(down(FAR3, t=100, last=160))
+    assert [(d.cause, d.id) for d in diagnoses] == ([("switch_fault", "leaf3-0")] if paged else []), comment
+    assert [d.id for d in correlator.held] == ([] if paged else ["leaf3-0"]), comment
+    assert len(correlator.held[0].findings if correlator.held else diagnoses[0].findings) == 8
 
 
 def test_a_switch_down_covers_its_links_so_their_incidents_fold_into_it() -> None:

@@ -622,3 +622,30 @@ def test_a_link_that_retrained_learns_its_new_levels() -> None:
         ("rx_power_drop", FAB.b),
     }
     assert findings_at("optical_baseline", retrained) == []
+
+
+# --- congestion at burst level: an incast confined to the all-reduce phases ------------------------------
+
+EGRESS = LEAF_PORT  # leaf1-0:p02, towards node002/gpu1
+
+
+def _phased_incast(tl: Timeline, queue: int = 2_000_000) -> None:
+    """From 60 s the port idles at 20 % of line rate, and for 10 s of every 20 s (the all-reduce
+    phase) runs at line rate with a standing queue: 60 % on average, under the 90 % of the 30-s rule."""
+    tl.freeze("port", "tx_bytes_total", start=60, per_s=0.2 * BYTES_PER_S, port=EGRESS)
+    tl.freeze("port", "tx_packets_total", start=60, per_s=0.2 * BYTES_PER_S / 4096, port=EGRESS)
+    for k in range(60, 180, 20):
+        tl.count("port", "tx_bytes_total", 0.8 * BYTES_PER_S, start=k, end=k + 10, port=EGRESS)
+        tl.count("port", "tx_packets_total", 0.8 * BYTES_PER_S / 4096, start=k, end=k + 10, port=EGRESS)
+        tl.put("port", "queue_depth_bytes", queue, start=k + 0.1, end=k + 10.1, port=EGRESS)  # sampled in it
+
+
+def test_an_incast_confined_to_bursts_is_found_burst_by_burst() -> None:
+    (found,) = findings_at("congestion", _phased_incast, step=5.0)
+    assert (found.symptom, found.id, found.cause) == ("congestion", EGRESS, "incast_hotspot")
+    assert found.attrs["tx_util"] < 0.9 and found.attrs["congested_intervals"] >= 2
+
+
+def test_bursts_at_line_rate_with_microburst_queues_are_healthy() -> None:
+    """The same phases with a 600 kB queue (under the high mark) and no ECN: all-reduce, not incast."""
+    assert findings_at("congestion", lambda tl: _phased_incast(tl, queue=600_000), step=5.0) == []

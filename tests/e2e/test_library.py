@@ -124,3 +124,11 @@ def test_a_recorded_capture_joins_the_library_as_it_is(tmp_path, capsys) -> None
     (tmp_path / "inc-42.yaml").write_text("description: x\nrecorded: true\nfaults: []\n")
     assert main(["score", "--library", str(tmp_path)]) == 2
     assert "takes its topology and faults from its capture" in capsys.readouterr().err
+
+
+def test_a_planned_maintenance_reaches_detection_as_its_change_ticket_only() -> None:
+    """The maintenance scenario's window becomes a ticket in capture time; other pathologies do not."""
+    by_name = {s.name: s for s in SCENARIOS}
+    (ticket,) = library.change_tickets(by_name["maintenance"])
+    assert (ticket.switch, ticket.start, ticket.end) == ("leaf3-0", 1764400100.0, 1764400160.0)
+    assert library.change_tickets(by_name["spare-ports"]) == []
