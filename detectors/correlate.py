@@ -80,6 +80,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
+    "collector": frozenset({"collector_silent", "seq_gap"}),  # detectors/liveness.py
 }
 CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
 
@@ -146,6 +147,12 @@ def finding_order(f: Finding) -> tuple:
     return (f.entity, f.id, f.symptom, f.detector)
 
 
+def collector_diagnoses(pool: _Pool) -> list[Diagnosis]:
+    from fabricwatch.detectors.liveness import collector_diagnoses as rule
+
+    return rule(pool)
+
+
 class Correlator:
     def __init__(self, topology: Topology, config: EngineConfig | None = None) -> None:
         self.topology = topology
@@ -192,6 +199,7 @@ class Correlator:
         out += self._switch(pool)
         out += self._links(pool)
         out += self._traffic(pool)
+        out += collector_diagnoses(pool)  # a silent source: its own incident, apart from the fabric
         return sorted(out, key=lambda d: d.key)
 
     def _count_unconsumed(self, findings: list[Finding]) -> None:

@@ -6,9 +6,15 @@ breaks the schema becomes a :class:`~stream.store.DeadLetter` with its reason, s
 transaction as the good rows and the offsets they came from.
 
 Detection runs on a grid of telemetry time: the tick for time T covers ``[T - window_s, T]`` and runs
-once the data's watermark (newest ts seen) has passed ``T + grace_s``, so late scrapes of the same
-moment still make it in. A virtual clock is moved to ``T + grace_s`` before the tick, which is when a
-live processor would have run it; that makes replayed ``detected_at`` exact and repeatable.
+once the watermark over sources has passed ``T + grace_s``. The watermark is not the newest ``ts``
+seen: it is the slowest live source's promise, after each source's clock offset is estimated and
+corrected (stream/sources.py), so one fast clock cannot run detection ahead of everyone else's data,
+and a silent source holds it back for ``lateness_s`` at most. A virtual clock is moved to
+``T + grace_s`` before the tick, which is when a live processor would have run it; that makes
+replayed ``detected_at`` exact and repeatable.
+
+Rows are stored as their sources stamped them (forensic SQL sees the raw ``ts``); the windows that
+detection reads have each source's significant clock offset taken out.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,6 +39,7 @@ from fabricwatch.records import DeadLetter, Finding, Window
 from fabricwatch.schema import SchemaError
 from fabricwatch.stream.bus import Record
 from fabricwatch.stream.metrics import PipelineMetrics
+from fabricwatch.stream.sources import SourceClocks
 from fabricwatch.stream.store import Store
 from fabricwatch.stream.window import WindowBuffer
 from fabricwatch.topology import Topology
@@ -80,6 +88,7 @@ class Processor:
         engine: Engine | None = None,
         metrics: PipelineMetrics | None = None,
         grace_s: float = 1.0,
+        lateness_s: float = 30.0,
         on_incident: Callable[[Incident], None] | None = None,
         save_state_every_s: float | None = None,
     ) -> None:
@@ -91,8 +100,10 @@ class Processor:
         self.grace_s = grace_s
         self.on_incident = on_incident
         self.buffer = WindowBuffer(topology)
+        self.clocks = SourceClocks(lateness_s)
         self.next_offsets: dict[tuple[str, int], int] = dict(store.offsets())
-        self.watermark: float | None = None
+        self.watermark: float | None = None  # the watermark over sources (stream/sources.py)
+        self.newest: float | None = None  # the newest corrected ts seen
         self.earliest: float | None = None  # the first telemetry seen: detection's grid starts here
         self._next_tick: float | None = None
         self._firing_labels: dict[str, tuple[str, ...]] = {}
@@ -120,6 +131,7 @@ class Processor:
             message = self._decode(r, result.deadletters)
             if message is not None:
                 by_kind[message.kind].append((message, r))
+                self._observe(message)
         self.metrics.received_bytes.inc(size)
 
         tables: dict[str, pa.Table] = {}
@@ -143,21 +155,35 @@ class Processor:
         self.rows_stored += result.rows
         for d in result.deadletters:
             self.metrics.deadlettered.labels(d.code).inc()
+        corrections = self.clocks.corrections()
         for kind, table in tables.items():
             self.metrics.stored_rows.labels(kind).inc(table.num_rows)
+            table = _corrected(table, corrections)
             if self.engine is not None:  # only detection reads windows; ingest-only keeps nothing
                 self.buffer.add(kind, table)
             if table.num_rows:
                 span = pc.min_max(table.column("ts").cast(pa.int64()))
                 oldest, newest = span["min"].as_py() / 1e6, span["max"].as_py() / 1e6
-                if self.watermark is None or newest > self.watermark:
-                    self.watermark = newest
+                if self.newest is None or newest > self.newest:
+                    self.newest = newest
                 if self.earliest is None or oldest < self.earliest:
                     self.earliest = oldest
+        watermark = self.clocks.watermark()
+        if watermark is not None and (self.watermark is None or watermark > self.watermark):
+            self.watermark = watermark
         if self.watermark is not None:
             self.metrics.watermark.set(self.watermark)
+        for source, offset in self.clocks.offsets().items():
+            self.metrics.clock_offset.labels(source).set(offset)
         result.incidents = self._run_due(final=False, findings=result.findings, ticks=result.ticks)
         return result
+
+    def _observe(self, message: schema.Message | schema.MessageBatch) -> None:
+        if isinstance(message, schema.MessageBatch):
+            for source, ts in zip(message.source, message.ts, strict=True):
+                self.clocks.observe(source, message.kind, ts)
+        else:
+            self.clocks.observe(message.source, message.kind, message.ts)
 
     def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
         if len(r.value) > MAX_MESSAGE_BYTES:
@@ -193,7 +219,10 @@ class Processor:
         changed: dict[str, Incident] = {}
         while True:
             tick = self._next_tick
-            due = self.watermark >= tick + self.grace_s if not final else tick <= self.watermark + every - 1e-9
+            if final:
+                due = tick <= (self.newest if self.newest is not None else self.watermark) + every - 1e-9
+            else:
+                due = self.watermark >= tick + self.grace_s
             if not due:
                 break
             for incident in self._tick(tick, findings):
@@ -288,6 +317,22 @@ class Processor:
             except Exception:
                 self.metrics.errors.labels("publish").inc()
                 log.exception("publishing incident %s failed", incident.id)
+
+
+def _corrected(table: pa.Table, corrections: dict[str, float]) -> pa.Table:
+    """The table with each corrected source's clock offset taken out of ``ts`` (µs timestamps)."""
+    if not corrections or table.num_rows == 0:
+        return table
+    sources = table.column("source")
+    names = sorted(corrections)
+    hit = pc.is_in(sources, value_set=pa.array(names))
+    if not pc.any(hit).as_py():
+        return table
+    index = pc.fill_null(pc.index_in(sources, value_set=pa.array(names)), -1).to_numpy(zero_copy_only=False)
+    shift = np.array([round(corrections[n] * 1e6) for n in names] + [0], dtype=np.int64)[index]
+    ts_type = table.schema.field("ts").type
+    ts = table.column("ts").cast(pa.int64()).to_numpy() - shift
+    return table.set_column(table.schema.get_field_index("ts"), "ts", pa.array(ts, pa.int64()).cast(ts_type))
 
 
 def _deadletter(r: Record, exc: SchemaError) -> DeadLetter:

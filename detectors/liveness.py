@@ -1,0 +1,194 @@
+"""Liveness: lost scrapes and silent sources are findings of their own (DESIGN §3 ``seq``, §5 ``collector``).
+
+Telemetry that stops is not telemetry that is healthy. Per source (a collector: a host's agent, a
+switch's gNMI or CLI poller), over the window and what this detector remembers of earlier ones:
+
+* ``seq_gap`` (warning): ``seq`` rises by one per message of a source and kind; a rise of more than
+  one within the window is that many lost scrapes. A reset (``seq`` falling: the agent restarted) is
+  not a gap.
+* ``collector_silent``: nothing from the source for ``silent_intervals`` of its own scrape intervals
+  (its cadence is measured, so a switch polled every 60 s is not silent after 15 s). The finding
+  lists the entities (GPUs, devices, ports) the source reported, so the incident tracker can mark
+  incidents resting on that evidence ``unknown`` instead of resolving them. From
+  ``incident_after_s`` of silence on, the finding asks for an incident of its own (entity
+  ``collector``, separate from the fabric: correlation rule ``collector``).
+
+Silence is measured in telemetry time, the tick's ``window.end`` against the source's newest row,
+both after the processor took each source's clock offset out (stream/sources.py), so a fast or slow
+clock is not silence. Pure over windows; the memory (last row, cadence, entities per source) is JSON
+state that survives a restart.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.config import DetectorConfig
+from fabricwatch.detectors.correlate import Diagnosis
+from fabricwatch.records import Finding, Window
+
+SYMPTOMS = frozenset({"collector_silent", "seq_gap"})
+COLLECTOR_CAUSE = "collector_silent"  # the incident's type and cause (runbooks/library/collector-silent.yaml)
+COLLECTOR_RUNBOOK = "collector-silent"
+
+# kind -> the column naming the entity a row is about
+ENTITY_COLUMN = {"gpu": "device", "switch": "device", "port": "port", "optical": "port"}
+NO_CADENCE_KINDS = frozenset({"module"})  # sent at start, on change and every few minutes (DESIGN §3)
+
+
+class LivenessConfig(DetectorConfig):
+    # A source is silent after missing this many of its own scrapes in a row: one lost scrape is
+    # common (REALISM.md, Collectors: late and missing scrapes), three in a row is not a late one.
+    silent_intervals: Annotated[float, msgspec.Meta(gt=1)] = 3.0
+    # Silent this long is an incident of its own: "a collector silent for a minute or more is an
+    # incident with entity collector" (issue 9, item 2; DESIGN §5).
+    incident_after_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+
+
+class Liveness(Detector):
+    name = "liveness"
+    emits = frozenset({"collector_silent", "seq_gap"})
+    Config = LivenessConfig
+    config: LivenessConfig
+
+    def __init__(self, config: DetectorConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        # source -> {"last": newest ts, "interval": cadence (s) or None, "entities": sorted ids}
+        self.sources: dict[str, dict[str, Any]] = {}
+
+    def detect(self, window: Window) -> list[Finding]:
+        cfg = self.config
+        now = window.end
+        out: list[Finding] = []
+        seen: dict[str, dict[str, Any]] = {}
+        for kind, frame in sorted(window.frames.items()):
+            if frame.empty or "source" not in frame:
+                continue
+            for source, rows in frame.groupby("source", sort=True):
+                s = seen.setdefault(str(source), {"last": -np.inf, "intervals": [], "entities": set(), "gaps": []})
+                ts = rows["ts"].to_numpy(dtype=float)
+                s["last"] = max(s["last"], float(ts.max()))
+                if kind in NO_CADENCE_KINDS:
+                    continue
+                distinct = np.unique(ts)
+                if len(distinct) >= 2:
+                    s["intervals"].append(float(np.median(np.diff(distinct))))
+                column = ENTITY_COLUMN.get(kind)
+                if column in rows:
+                    s["entities"].update(str(e) for e in rows[column].dropna().unique())
+                lost = _lost(rows)
+                if lost:
+                    s["gaps"].append((kind, lost))
+        for source, s in sorted(seen.items()):
+            known = self.sources.setdefault(source, {"last": s["last"], "interval": None, "entities": []})
+            known["last"] = max(known["last"], s["last"])
+            if s["intervals"]:
+                known["interval"] = min(s["intervals"])  # the source's fastest kind
+            if s["entities"]:
+                known["entities"] = sorted(set(known["entities"]) | s["entities"])
+            for kind, lost in s["gaps"]:
+                out.append(
+                    Finding(
+                        detector=self.name,
+                        symptom="seq_gap",
+                        entity="collector",
+                        id=source,
+                        first_seen=window.start,
+                        last_seen=known["last"],
+                        severity="warning",
+                        evidence=({"metric": "seq_gap", "source": source, "kind": kind, "lost": lost},),
+                        attrs={"kind": kind, "lost": lost},
+                    )
+                )
+        for source, known in sorted(self.sources.items()):
+            interval = known["interval"]
+            if interval is None:
+                continue  # one message so far: its cadence, so its silence, is not known yet
+            silent_s = now - known["last"]
+            if silent_s < cfg.silent_intervals * interval:
+                continue
+            incident = silent_s >= max(cfg.incident_after_s, cfg.silent_intervals * interval)
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom="collector_silent",
+                    entity="collector",
+                    id=source,
+                    first_seen=known["last"] + interval,  # the first scrape that did not come
+                    last_seen=now,
+                    severity="major" if incident else "warning",
+                    evidence=(
+                        {
+                            "metric": "silent_s",
+                            "source": source,
+                            "value": round(silent_s, 1),
+                            "last_ts": known["last"],
+                            "interval_s": round(interval, 3),
+                        },
+                    ),
+                    attrs={"incident": incident, "entities": list(known["entities"]), "silent_s": silent_s},
+                )
+            )
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"sources": {k: dict(v) for k, v in sorted(self.sources.items())}}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.sources = {str(k): dict(v) for k, v in state.get("sources", {}).items()}
+
+
+def _lost(rows: pd.DataFrame) -> int:
+    """Messages lost within these rows of one source and kind: rises of ``seq`` by more than one."""
+    if "seq" not in rows:
+        return 0
+    seq = rows["seq"].dropna().to_numpy(dtype=np.int64)  # in ts order: the window is sorted by ts
+    if len(seq) < 2:
+        return 0
+    step = np.diff(seq)
+    step = step[step != 0]  # rows of one message share its seq
+    return int(np.sum(step[step > 1] - 1))  # a fall is a restarted agent, not a loss
+
+
+# --- correlation rule "collector" (detectors/correlate.py calls it) ----------------------------------
+
+
+class CollectorDiagnosis(Diagnosis):
+    """A silent collector: its own incident (entity ``collector``), never a fabric one."""
+
+    @property
+    def type(self) -> str:
+        return COLLECTOR_CAUSE
+
+    @property
+    def runbook(self) -> str:
+        return COLLECTOR_RUNBOOK
+
+
+def collector_diagnoses(pool: Any) -> list[Diagnosis]:
+    """A source silent for ``incident_after_s`` → one collector incident, its lost-scrape findings
+    folded in. Shorter silences and gaps alone are findings only: claimed here, no incident."""
+    found = pool.free(entity="collector", symptoms=set(SYMPTOMS))
+    out: list[Diagnosis] = []
+    for f in found:
+        if f.symptom == "collector_silent" and f.attrs.get("incident"):
+            gaps = [g for g in found if g.symptom == "seq_gap" and g.id == f.id]
+            roots, symptoms = pool.take([f]), pool.take(gaps)
+            out.append(CollectorDiagnosis(COLLECTOR_CAUSE, "collector", f.id, f"collector:{f.id}", roots, symptoms))
+    pool.take(found)
+    return out
+
+
+def silent_entities(findings: list[Finding]) -> dict[str, str]:
+    """Entity id → the silent source that reported it, from a tick's ``collector_silent`` findings."""
+    out: dict[str, str] = {}
+    for f in findings:
+        if f.symptom == "collector_silent":
+            for entity in f.attrs.get("entities", ()):
+                out.setdefault(str(entity), f.id)
+    return out
