@@ -6,7 +6,8 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
 
 * Offset. When a message arrives, the reference time is the median of every source's latest
   (corrected) ``ts``: the fleet's own clock, which no minority of skewed sources can move. The offset
-  is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference). Arrival order
+  is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), less the same
+  median of the median source (the reference lags a message by its arrival phase). Arrival order
   resolves an offset only to about one scrape interval (a source scraped just after another reads a
   few seconds ahead of it), so an estimate is applied only when it exceeds two of the fleet's median
   scrape intervals; below that, ``ts`` is trusted. The estimate is exported (``offsets``) for
@@ -42,7 +43,8 @@ class SourceState:
     last_raw: dict[str, float] = field(default_factory=dict)  # kind -> newest raw ts
     gaps: dict[str, deque[float]] = field(default_factory=dict)  # kind -> recent gaps between distinct ts
     offset: float = 0.0  # applied correction (0 until significant)
-    estimate: float = 0.0  # the raw estimate, exported whether applied or not
+    raw: float = 0.0  # median of (ts - reference) at arrival: biased by the arrival phase
+    estimate: float = 0.0  # raw less the median source's raw: the offset, exported whether applied or not
     latest: float | None = None  # newest corrected ts over every kind
     cadence: float | None = None  # the fastest kind's median gap (None: fewer than two distinct ts)
 
@@ -64,6 +66,7 @@ class SourceClocks:
         self.sources: dict[str, SourceState] = {}
         self._latest: list[float] = []  # every source's latest, sorted: the reference is its middle
         self._fleet: float = 0.0
+        self._bias: float = 0.0  # the median source's raw estimate: how far arrival order lags the stamps
         self._observed = 0
 
     # --- arrivals ------------------------------------------------------------------------------------
@@ -83,7 +86,7 @@ class SourceClocks:
         if ref is not None and kind not in NO_CADENCE_KINDS:
             state.samples.append(ts - ref)
             if len(state.samples) >= MIN_SAMPLES:
-                state.estimate = statistics.median(state.samples)
+                state.raw = statistics.median(state.samples)
         prev = state.last_raw.get(kind)
         if prev is None or ts > prev:
             if prev is not None:
@@ -93,10 +96,14 @@ class SourceClocks:
         self._observed += 1
         if not self._fleet or self._observed % max(16, len(self.sources)) == 0:  # changes slowly: now and then
             self._fleet = self._count_fleet()
+            estimates = [s.raw for s in self.sources.values() if len(s.samples) >= MIN_SAMPLES]
+            self._bias = statistics.median(estimates) if estimates else 0.0
         self._settle(state)
 
     def _settle(self, state: SourceState) -> None:
         """Apply the estimate when it is larger than arrival order can resolve; update ``latest``."""
+        if len(state.samples) >= MIN_SAMPLES:
+            state.estimate = state.raw - self._bias
         bound = 2.0 * self._fleet
         state.offset = state.estimate if bound and abs(state.estimate) > bound else 0.0
         raws = [t for k, t in state.last_raw.items() if k not in NO_CADENCE_KINDS] or list(state.last_raw.values())
