@@ -22,6 +22,11 @@
   (DESIGN §5) with the silent source in its evidence, and its resolution clock does not run; it
   starts again when the source is back, so resolution needs ``resolve_after_s`` of fresh healthy
   data. The diagnosis seen again makes it ``firing`` again.
+* Intermittent faults: a diagnosis that comes back within ``recur_within_s`` of its incident's last
+  sighting re-opens that incident (same id, ``firing`` again, an ``episodes`` evidence entry) instead
+  of a new one; from then on the incident stays open while its diagnosis is gone for up to
+  :data:`HOLD_FACTOR` times the longest quiet spell seen (at least ``resolve_after_s``): the hold
+  adapts to the episodes, so one intermittent connector is one incident through its quiet spells.
 * Severity only escalates while firing; evidence is taken when the incident opens and whenever its
   cause, location or severity changes, so an unchanged incident is not re-emitted every tick.
 
@@ -43,6 +48,11 @@ from fabricwatch.incident import Incident
 STEP_SYMPTOMS = frozenset({"link_down", "loss_of_light", "tx_dark", "collector_silent"})
 SILENT_METRIC = "source_silent"
 COLLECTOR_TYPE = "collector_silent"  # resolves with its source's first fresh data: that is the fix
+# An incident that came back after a quiet spell stays open this many times its longest quiet spell
+# (issue 9 item 5: an intermittent connector opened four incidents in twenty minutes; one, held open
+# through spells up to twice as long as any seen, is what an engineer wants).
+HOLD_FACTOR = 2.0
+EPISODES_METRIC = "episodes"  # evidence of an intermittent incident: how often it came back
 LINK_TYPES = frozenset({"link_down", "link_degradation"})  # evidence of an unknown incident: which source went silent
 
 
@@ -54,6 +64,7 @@ class IncidentTracker:
         self._meta: dict[str, dict[str, Any]] = {}  # id -> key, anchor, last_seen, covers, folded_into, candidate
         self._open: dict[str, str] = {}  # key -> id of its firing incident
         self._pending: dict[str, list[float]] = {}  # key -> [now of its first tick, earliest first_seen]
+        self._resolved: dict[str, str] = {}  # key -> id of its last resolved incident (may come back)
         self._next = 1
 
     # --- the tick ----------------------------------------------------------------------------------
@@ -65,7 +76,6 @@ class IncidentTracker:
         an open incident about them is ``unknown``, not resolved, while its diagnosis is not seen."""
         silent = silent or {}
         cfg = self.config
-        resolve_s = cfg.resolve_after_s
         changed: set[str] = set()
         seen: dict[str, Diagnosis] = {}
         for d in sorted(diagnoses, key=lambda d: d.key):
@@ -79,7 +89,8 @@ class IncidentTracker:
             pending[1] = min(pending[1], d.first_seen)
             if is_step(d) or now - pending[0] >= cfg.open_after_s:
                 del self._pending[key]
-                changed.add(self._start(d, now, first_seen=pending[1]))
+                back = self._reattach(key, d, now, since=pending[0])
+                changed.add(back if back is not None else self._start(d, now, first_seen=pending[1]))
         for key in [k for k in self._pending if k not in seen]:
             del self._pending[key]
         self._fold(now, changed)
@@ -92,10 +103,43 @@ class IncidentTracker:
                 if self._incidents[iid].status != "unknown":
                     self._unknown(iid, sources)
                     changed.add(iid)
-            elif self._incidents[iid].type == COLLECTOR_TYPE or now - self._meta[iid]["last_seen"] >= resolve_s:
+            elif self._incidents[iid].type == COLLECTOR_TYPE or now - self._meta[iid]["last_seen"] >= self._hold(iid):
                 self._close(iid, now)
+                self._resolved[key] = iid  # may come back: an intermittent fault (see _reattach)
                 changed.add(iid)
         return [_copy(self._incidents[i]) for i in sorted(changed)]
+
+    def _hold(self, iid: str) -> float:
+        """How long an incident stays open with its diagnosis gone: ``resolve_after_s``, or, for one
+        that came back after quiet spells, :data:`HOLD_FACTOR` times its longest quiet spell (at most
+        ``recur_within_s``)."""
+        cfg = self.config
+        quiet = float(self._meta[iid].get("quiet_max", 0.0))
+        return max(cfg.resolve_after_s, min(HOLD_FACTOR * quiet, cfg.recur_within_s))
+
+    def _reattach(self, key: str, d: Diagnosis, now: float, since: float) -> str | None:
+        """The diagnosis is back: the same root's incident if it resolved less than ``recur_within_s``
+        ago (an intermittent fault is one incident, its quiet spell remembered); else None."""
+        iid = self._resolved.pop(key, None)
+        if iid is None:
+            return None
+        inc, meta = self._incidents[iid], self._meta[iid]
+        if meta["folded_into"] is not None or since - meta["last_seen"] > self.config.recur_within_s:
+            return None
+        inc.status, inc.resolved_at = "firing", None
+        self._open[key] = iid
+        self._episode(iid, d, quiet=since - meta["last_seen"])
+        meta["last_seen"] = now
+        self._refresh(iid, d, now, set())
+        return iid
+
+    def _episode(self, iid: str, d: Diagnosis, quiet: float) -> None:
+        """The diagnosis is back after a quiet spell: count the episode, remember the spell, say so."""
+        inc, meta = self._incidents[iid], self._meta[iid]
+        meta["quiet_max"] = max(float(meta.get("quiet_max", 0.0)), quiet)
+        meta["episodes"] = int(meta.get("episodes", 1)) + 1
+        inc.evidence = [e for e in d.evidence(self.config.max_evidence) if e.get("metric") != EPISODES_METRIC]
+        inc.evidence.append({"metric": EPISODES_METRIC, "value": meta["episodes"], "quiet_s": meta["quiet_max"]})
 
     def _start(self, d: Diagnosis, now: float, first_seen: float) -> str:
         iid = f"{self.id_prefix}{self._next:04d}"
@@ -125,6 +169,10 @@ class IncidentTracker:
 
     def _refresh(self, iid: str, d: Diagnosis, now: float, changed: set[str]) -> None:
         inc, meta = self._incidents[iid], self._meta[iid]
+        if now - meta["last_seen"] >= self.config.open_after_s and inc.status == "firing":
+            # back after a spell as long as a new incident's debounce: another episode of this one
+            self._episode(iid, d, quiet=now - meta["last_seen"])
+            changed.add(iid)
         meta["last_seen"] = now
         meta["covers"] = sorted(set(meta["covers"]) | d.covers)
         meta["entities"] = sorted(set(meta.get("entities", ())) | set(_entities(d)))
@@ -198,6 +246,7 @@ class IncidentTracker:
             "meta": {i: dict(self._meta[i]) for i in sorted(self._meta)},
             "open": dict(sorted(self._open.items())),
             "pending": {k: list(v) for k, v in sorted(self._pending.items())},
+            "resolved": dict(sorted(self._resolved.items())),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -206,6 +255,7 @@ class IncidentTracker:
         self._meta = {i: dict(m) for i, m in state.get("meta", {}).items()}
         self._open = dict(state.get("open", {}))
         self._pending = {k: [float(v[0]), float(v[1])] for k, v in state.get("pending", {}).items()}
+        self._resolved = dict(state.get("resolved", {}))
 
 
 def incident_key(d: Diagnosis) -> str:

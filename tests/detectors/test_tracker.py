@@ -80,15 +80,37 @@ def test_unchanged_incident_is_not_re_emitted() -> None:
     assert [len(c) for c in out].count(1) == 1
 
 
-def test_resolution_after_quiet_period_and_a_return_is_a_new_incident() -> None:
-    t = IncidentTracker()
+def test_resolution_after_quiet_period_and_a_return_long_after_is_a_new_incident() -> None:
+    t = IncidentTracker(EngineConfig(recur_within_s=600))
     run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30, 40)])
     quiet = run(t, [(s, []) for s in range(50, 170, 10)])
     resolved = [c for c in quiet if c]
     assert len(resolved) == 1 and resolved[0][0]["status"] == "resolved" and resolved[0][0]["resolved_at"] == 160
-    again = run(t, [(s, [DIRTY]) for s in (200, 210, 220, 230)])
+    again = run(t, [(s, [DIRTY]) for s in (700, 710, 720, 730)])
     assert again[3][0]["id"] == "inc-0002"
     assert [i.id for i in t.roots()] == ["inc-0001", "inc-0002"]
+
+
+def test_an_intermittent_fault_is_one_incident_held_open_through_its_quiet_spells() -> None:
+    """Episodes of 40 s every 5 minutes (quiet 260 s, longer than resolve_after_s): the first quiet
+    spell resolves it, the return re-opens the same incident, and from then on the hold (twice the
+    longest quiet spell) keeps it open; it resolves once the fault stays away longer than that."""
+    t = IncidentTracker()
+    changes = []
+    for episode in range(4):
+        start = episode * 300
+        ticks = [(s, [DIRTY]) for s in range(start, start + 40, 10)]
+        ticks += [(s, []) for s in range(start + 40, start + 300, 10)]
+        changes += [c for tick in run(t, ticks) for c in tick]
+    assert {c["id"] for c in changes} == {"inc-0001"}
+    statuses = [c["status"] for c in changes]
+    # opened; the first spell resolves it; back (re-opened), then held: episodes 3 and 4 are updates
+    assert statuses == ["firing", "resolved", "firing", "firing", "firing"]
+    (inc,) = t.roots()
+    assert inc.status == "firing" and {"metric": "episodes", "value": 4, "quiet_s": 270.0} in inc.evidence
+    after = run(t, [(s, []) for s in range(1200, 1900, 10)])  # gone for good: resolves after 2 × 270 s
+    (closed,) = [c for tick in after for c in tick]
+    assert closed["status"] == "resolved" and closed["resolved_at"] == 900 + 30 + 540
 
 
 def test_a_root_folds_an_incident_it_explains() -> None:
