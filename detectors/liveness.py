@@ -39,6 +39,7 @@ COLLECTOR_RUNBOOK = "collector-silent"
 # kind -> the column naming the entity a row is about
 ENTITY_COLUMN = {"gpu": "device", "switch": "device", "port": "port", "optical": "port"}
 NO_CADENCE_KINDS = frozenset({"module"})  # sent at start, on change and every few minutes (DESIGN §3)
+ENTITY_REFRESH_TICKS = 30  # what a source reports changes rarely: re-read every 30 ticks, and when new
 
 
 class LivenessConfig(DetectorConfig):
@@ -60,30 +61,32 @@ class Liveness(Detector):
         super().__init__(config, **kwargs)
         # source -> {"last": newest ts, "interval": cadence (s) or None, "entities": sorted ids}
         self.sources: dict[str, dict[str, Any]] = {}
+        self._ticks = 0
 
     def detect(self, window: Window) -> list[Finding]:
         cfg = self.config
         now = window.end
         out: list[Finding] = []
+        self._ticks += 1
+        refresh = self._ticks % ENTITY_REFRESH_TICKS == 1
         seen: dict[str, dict[str, Any]] = {}
         for kind, frame in sorted(window.frames.items()):
             if frame.empty or "source" not in frame:
                 continue
-            for source, rows in frame.groupby("source", sort=True):
-                s = seen.setdefault(str(source), {"last": -np.inf, "intervals": [], "entities": set(), "gaps": []})
-                ts = rows["ts"].to_numpy(dtype=float)
-                s["last"] = max(s["last"], float(ts.max()))
-                if kind in NO_CADENCE_KINDS:
-                    continue
-                distinct = np.unique(ts)
-                if len(distinct) >= 2:
-                    s["intervals"].append(float(np.median(np.diff(distinct))))
-                column = ENTITY_COLUMN.get(kind)
-                if column in rows:
-                    s["entities"].update(str(e) for e in rows[column].dropna().unique())
-                lost = _lost(rows)
-                if lost:
-                    s["gaps"].append((kind, lost))
+            for source, stats in _per_source(frame, cadence=kind not in NO_CADENCE_KINDS).items():
+                s = seen.setdefault(source, {"last": -np.inf, "intervals": [], "entities": set(), "gaps": []})
+                s["last"] = max(s["last"], stats["last"])
+                if stats.get("interval") is not None:
+                    s["intervals"].append(stats["interval"])
+                if stats.get("lost"):
+                    s["gaps"].append((kind, stats["lost"]))
+            column = ENTITY_COLUMN.get(kind)
+            if column in frame:
+                fresh = [str(x) for x in frame["source"].unique() if refresh or str(x) not in self.sources]
+                if fresh:
+                    part = frame.loc[frame["source"].isin(fresh), ["source", column]].dropna().drop_duplicates()
+                    for source, entity in zip(part["source"].astype(str), part[column].astype(str), strict=True):
+                        seen[source]["entities"].add(entity)
         for source, s in sorted(seen.items()):
             known = self.sources.setdefault(source, {"last": s["last"], "interval": None, "entities": []})
             known["last"] = max(known["last"], s["last"])
@@ -141,6 +144,37 @@ class Liveness(Detector):
 
     def restore(self, state: dict[str, Any]) -> None:
         self.sources = {str(k): dict(v) for k, v in state.get("sources", {}).items()}
+
+
+def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:
+    """Per source of one kind's frame (sorted by ts): newest ts, median gap between distinct ts, lost
+    messages (rises of seq by more than one, in ts order). Vectorised: one pass per kind per tick."""
+    codes, names = pd.factorize(frame["source"], sort=True)
+    ts = frame["ts"].to_numpy(dtype=float)
+    n = len(names)
+    last = np.full(n, -np.inf)
+    np.maximum.at(last, codes, ts)
+    out = {str(names[i]): {"last": float(last[i])} for i in range(n)}
+    if not cadence:
+        return out
+    order = np.lexsort((ts, codes))  # by source, then ts (stable: ts order kept within a source)
+    c, t = codes[order], ts[order]
+    distinct = np.ones(len(t), dtype=bool)
+    distinct[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
+    c, t = c[distinct], t[distinct]
+    same = c[1:] == c[:-1]
+    gaps = pd.Series(np.diff(t)[same]).groupby(c[1:][same]).median()
+    for i, gap in gaps.items():
+        out[str(names[int(i)])]["interval"] = float(gap)
+    if "seq" in frame:
+        seq = frame["seq"].to_numpy(dtype=float)[order]
+        cs = codes[order]
+        step = np.diff(seq)
+        ok = (cs[1:] == cs[:-1]) & np.isfinite(step) & (step > 1)
+        lost = np.bincount(cs[1:][ok], weights=step[ok] - 1, minlength=n)
+        for i in np.flatnonzero(lost):
+            out[str(names[i])]["lost"] = int(lost[i])
+    return out
 
 
 def _lost(rows: pd.DataFrame) -> int:

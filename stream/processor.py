@@ -118,42 +118,77 @@ class Processor:
     # --- ingest ---------------------------------------------------------------------------------
 
     def handle(self, records: Sequence[Record]) -> HandleResult:
-        """Validate and store one polled batch, then run every detection tick that became due."""
+        """Validate and store one polled batch, running every detection tick as soon as it becomes due.
+
+        Records are taken in arrival order; when the watermark over sources passes a tick, the records
+        before that point are stored and the tick runs before the rest of the batch is looked at, as a
+        live processor polling record by record would: the size of a batch (a replay reads 2,000
+        records at a time) changes neither which rows a tick sees nor when it runs."""
         result = HandleResult()
         offsets = dict(self.next_offsets)
-        by_kind: dict[str, list[tuple[schema.Message | schema.MessageBatch, Record]]] = defaultdict(list)
+        items: list[tuple[schema.Message | schema.MessageBatch, Record]] = []
+        deadletters: list[DeadLetter] = []
         size = 0
         for r in records:
             tp = (r.topic, r.partition)
             if r.offset + 1 > offsets.get(tp, 0):
                 offsets[tp] = r.offset + 1
             size += len(r.value)
-            message = self._decode(r, result.deadletters)
+            message = self._decode(r, deadletters)
             if message is not None:
-                by_kind[message.kind].append((message, r))
+                items.append((message, r))
                 self._observe(message)
+                if self._tick_due():
+                    self._ingest(items, deadletters, dict(offsets), result)
+                    items, deadletters = [], []
         self.metrics.received_bytes.inc(size)
+        if items or deadletters or offsets != self.next_offsets:
+            self._ingest(items, deadletters, offsets, result)
+        return result
 
+    def _tick_due(self) -> bool:
+        if self.engine is None or self.earliest is None:
+            return False
+        every = self.engine.every_s
+        tick = self._next_tick if self._next_tick is not None else math.floor(self.earliest / every) * every + every
+        watermark = self.clocks.watermark()
+        return watermark is not None and watermark >= tick + self.grace_s
+
+    def _ingest(
+        self,
+        items: list[tuple[schema.Message | schema.MessageBatch, Record]],
+        deadletters: list[DeadLetter],
+        offsets: dict[tuple[str, int], int],
+        result: HandleResult,
+    ) -> None:
+        """Store one segment of a batch (rows, dead letters, offsets: one transaction), then run the
+        ticks that became due."""
+        by_kind: dict[str, list[tuple[schema.Message | schema.MessageBatch, Record]]] = defaultdict(list)
+        for message, r in items:
+            by_kind[message.kind].append((message, r))
         tables: dict[str, pa.Table] = {}
-        for kind, items in sorted(by_kind.items()):
-            messages = sum(len(m.counts) if isinstance(m, schema.MessageBatch) else 1 for m, _ in items)
+        rows = 0
+        for kind, kind_items in sorted(by_kind.items()):
+            messages = sum(len(m.counts) if isinstance(m, schema.MessageBatch) else 1 for m, _ in kind_items)
             self.metrics.received.labels(kind).inc(messages)
-            batch = schema.to_table(kind, [m for m, _ in items])
+            batch = schema.to_table(kind, [m for m, _ in kind_items])
             for i, exc in batch.rejected:
-                result.deadletters.append(_deadletter(items[i][1], exc))
+                deadletters.append(_deadletter(kind_items[i][1], exc))
             if batch.unknown_columns:
                 self.metrics.unknown_columns.inc(batch.unknown_columns)
             tables[kind] = batch.table
-            result.rows += batch.table.num_rows
+            rows += batch.table.num_rows
 
         try:
-            self.store.write_batch(tables, offsets=offsets, deadletters=result.deadletters)
+            self.store.write_batch(tables, offsets=offsets, deadletters=deadletters)
         except Exception:
             self.metrics.errors.labels("store").inc()
             raise  # storage failing is fatal for this batch: the caller must not commit its offsets
         self.next_offsets = offsets
-        self.rows_stored += result.rows
-        for d in result.deadletters:
+        self.rows_stored += rows
+        result.rows += rows
+        result.deadletters += deadletters
+        for d in deadletters:
             self.metrics.deadlettered.labels(d.code).inc()
         corrections = self.clocks.corrections()
         for kind, table in tables.items():
@@ -175,15 +210,21 @@ class Processor:
             self.metrics.watermark.set(self.watermark)
         for source, offset in self.clocks.offsets().items():
             self.metrics.clock_offset.labels(source).set(offset)
-        result.incidents = self._run_due(final=False, findings=result.findings, ticks=result.ticks)
-        return result
+        result.incidents = _merge(
+            result.incidents, self._run_due(final=False, findings=result.findings, ticks=result.ticks)
+        )
 
     def _observe(self, message: schema.Message | schema.MessageBatch) -> None:
-        if isinstance(message, schema.MessageBatch):
-            for source, ts in zip(message.source, message.ts, strict=True):
-                self.clocks.observe(source, message.kind, ts)
-        else:
-            self.clocks.observe(message.source, message.kind, message.ts)
+        stamps = (
+            zip(message.source, message.ts, strict=True)
+            if isinstance(message, schema.MessageBatch)
+            else ([(message.source, message.ts)])
+        )
+        for source, ts in stamps:
+            self.clocks.observe(source, message.kind, ts)
+            corrected = ts - self.clocks.offset(source)
+            if self.engine is not None and (self.earliest is None or corrected < self.earliest):
+                self.earliest = corrected  # detection's grid starts at the first telemetry seen
 
     def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
         if len(r.value) > MAX_MESSAGE_BYTES:
@@ -317,6 +358,12 @@ class Processor:
             except Exception:
                 self.metrics.errors.labels("publish").inc()
                 log.exception("publishing incident %s failed", incident.id)
+
+
+def _merge(before: list[Incident], after: list[Incident]) -> list[Incident]:
+    """Incidents changed by a batch's segments: the latest copy of each, in id order."""
+    changed = {i.id: i for i in before} | {i.id: i for i in after}
+    return [changed[k] for k in sorted(changed)]
 
 
 def _corrected(table: pa.Table, corrections: dict[str, float]) -> pa.Table:

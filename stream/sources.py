@@ -14,9 +14,10 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
   ``fabricwatch_source_clock_offset_seconds``.
 * Cadence. The median gap between the source's distinct ``ts`` (per kind; the source's fastest kind,
   module messages excluded, as they are sent on change and every few minutes).
-* Watermark. Each live source promises its data up to its corrected latest ``ts`` plus its interval
-  (its next scrape is not due before then); the watermark is the least of these promises over the
-  live sources: detection waits for the slowest source. A source whose promise lags the reference by
+* Watermark. Each live stream (a source's kind: its own topic, delivered on its own) promises its
+  data up to its corrected latest ``ts`` plus its interval (its next scrape is not due before then);
+  the watermark is the least of these promises over the live streams: detection waits for the
+  slowest source. A source whose promise lags the reference by
   more than ``lateness_s`` is late or silent and no longer holds detection back (liveness findings
   report it: detectors/liveness.py).
 
@@ -47,13 +48,14 @@ class SourceState:
     estimate: float = 0.0  # raw less the median source's raw: the offset, exported whether applied or not
     latest: float | None = None  # newest corrected ts over every kind
     cadence: float | None = None  # the fastest kind's median gap (None: fewer than two distinct ts)
+    cadences: dict[str, float] = field(default_factory=dict)  # kind -> its median gap
 
     def interval(self) -> float | None:
         return self.cadence
 
     def _recount(self) -> None:
-        medians = [statistics.median(g) for k, g in self.gaps.items() if g and k not in NO_CADENCE_KINDS]
-        self.cadence = min(medians) if medians else None
+        self.cadences = {k: statistics.median(g) for k, g in self.gaps.items() if g and k not in NO_CADENCE_KINDS}
+        self.cadence = min(self.cadences.values()) if self.cadences else None
 
 
 class SourceClocks:
@@ -66,6 +68,9 @@ class SourceClocks:
         self.sources: dict[str, SourceState] = {}
         self._latest: list[float] = []  # every source's latest, sorted: the reference is its middle
         self._fleet: float = 0.0
+        self._wm: float | None = None
+        self._wm_holder: str | None = None  # the source holding the watermark back
+        self._wm_stale = True
         self._bias: float = 0.0  # the median source's raw estimate: how far arrival order lags the stamps
         self._observed = 0
 
@@ -82,6 +87,7 @@ class SourceClocks:
         state = self.sources.get(source)
         if state is None:
             state = self.sources[source] = SourceState()
+            self._wm_stale = True
         ref = self.reference()
         if ref is not None and kind not in NO_CADENCE_KINDS:
             state.samples.append(ts - ref)
@@ -94,6 +100,8 @@ class SourceClocks:
                 state._recount()
             state.last_raw[kind] = ts
         self._observed += 1
+        if source == self._wm_holder or self._wm_holder is None or self._observed % max(16, len(self.sources)) == 0:
+            self._wm_stale = True
         if not self._fleet or self._observed % max(16, len(self.sources)) == 0:  # changes slowly: now and then
             self._fleet = self._count_fleet()
             estimates = [s.raw for s in self.sources.values() if len(s.samples) >= MIN_SAMPLES]
@@ -137,18 +145,29 @@ class SourceClocks:
         return {name: s.offset for name, s in sorted(self.sources.items()) if s.offset}
 
     def watermark(self) -> float | None:
-        """The least promise (latest + interval) of the live sources; None before any data."""
+        """The least promise (latest + interval) of the live sources; None before any data.
+
+        Cached: a message moves the watermark only when it comes from the source holding it back, and
+        the set of live sources changes only as the reference moves, so it is recounted then and
+        every few dozen messages, not on every message of a large fleet."""
+        if self._wm_stale:
+            self._wm, self._wm_holder = self._count_watermark()
+            self._wm_stale = False
+        return self._wm
+
+    def _count_watermark(self) -> tuple[float | None, str | None]:
         ref = self.reference()
         if ref is None:
-            return None
-        promises = []
-        for s in self.sources.values():
-            if s.latest is None:
-                continue
-            promise = s.latest + (s.interval() or 0.0)
-            if promise >= ref - self.lateness_s:
-                promises.append(promise)
-        return min(promises) if promises else ref
+            return None, None
+        best: tuple[float, str] | None = None
+        for name, s in self.sources.items():
+            for kind, last in s.last_raw.items():  # each kind is its own stream (topic): its own promise
+                if kind in NO_CADENCE_KINDS:
+                    continue
+                promise = last - s.offset + s.cadences.get(kind, 0.0)
+                if promise >= ref - self.lateness_s and (best is None or (promise, name) < best):
+                    best = (promise, name)
+        return (best[0], best[1]) if best is not None else (ref, None)
 
     def newest(self) -> float | None:
         latest = [s.latest for s in self.sources.values() if s.latest is not None]
