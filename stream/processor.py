@@ -5,7 +5,8 @@ clock): only the edges passed in differ. It never dies on input: a record that c
 breaks the schema becomes a :class:`~stream.store.DeadLetter` with its reason, stored in the same
 transaction as the good rows and the offsets they came from.
 
-Detection runs on a grid of telemetry time: the tick for time T covers ``[T - window_s, T]`` and runs
+Detection runs on a grid of telemetry time: the tick for time T covers ``[T - window_s, T]`` (longer
+for slow streams: two samples of each, see ``window_span``) and runs
 once the watermark over sources has passed ``T + grace_s``. The watermark is not the newest ``ts``
 seen: it is the slowest live source's promise, after each source's clock offset is estimated and
 corrected (stream/sources.py), so one fast clock cannot run detection ahead of everyone else's data,
@@ -47,6 +48,9 @@ from fabricwatch.topology import Topology
 log = logging.getLogger("fabricwatch.processor")
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# A window stretches for slow streams up to this many window_s (5 min at 60 s): REALISM.md has
+# switches scraped every 30-60 s; a source slower than two minutes is judged on one sample a window.
+MAX_WINDOW_FACTOR = 5.0
 
 
 class Engine(Protocol):
@@ -277,7 +281,8 @@ class Processor:
         assert self.engine is not None
         self.clock.advance_to(tick + self.grace_s)
         now = self.clock.now()
-        window = self.buffer.window(tick - self.engine.window_s, tick)
+        span = self.window_span()
+        window = self.buffer.window(tick - span, tick)
         started = time.perf_counter()
         try:
             changed = self.engine.run(window, now)
@@ -288,7 +293,7 @@ class Processor:
         finally:
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
-            self.buffer.evict(tick - self.engine.window_s - self.engine.every_s)
+            self.buffer.evict(tick - span - self.engine.every_s)
         for symptom, count in self.engine.unconsumed.items():  # logged once by the correlator
             self.metrics.unconsumed.labels(symptom).inc(count)
         for error in self.engine.errors:  # one detector failing; the others ran
@@ -306,6 +311,14 @@ class Processor:
         for incident in changed:
             self._publish(incident)
         return changed
+
+    def window_span(self) -> float:
+        """The history a tick reads: ``window_s``, stretched to 2.5 of the slowest stream's scrape
+        intervals so that a counter rate has two samples of every entity whatever its cadence (a
+        switch polled every 60 s gets 150 s), at most :data:`MAX_WINDOW_FACTOR` × ``window_s``."""
+        assert self.engine is not None
+        base = self.engine.window_s
+        return min(max(base, 2.5 * self.clocks.slowest_cadence()), MAX_WINDOW_FACTOR * base)
 
     def save_state(self) -> None:
         """Save the engine's state now (on shutdown), whatever the schedule."""

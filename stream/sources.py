@@ -126,6 +126,10 @@ class SourceClocks:
         intervals = [i for s in self.sources.values() if (i := s.interval()) is not None]
         return statistics.median(intervals) if intervals else 0.0
 
+    def slowest_cadence(self) -> float:
+        """The longest scrape interval of any stream (source and kind), modules aside; 0 until known."""
+        return max((c for s in self.sources.values() for c in s.cadences.values()), default=0.0)
+
     def fleet_interval(self) -> float:
         """The median scrape interval over sources (0 until known)."""
         return self._fleet

@@ -36,3 +36,13 @@ def test_score_counts_no_collector_incident_as_a_false_alarm() -> None:
                          "major", 0.0, 60.0)  # fmt: skip
     link = Incident("inc-0002", "link_down", "link_down", {"entity": "link", "id": "L1"}, "critical", 0.0, 60.0)
     assert [i.id for i in score([], [collector, link], 0.0).false_alarms] == ["inc-0002"]
+
+
+def test_replay_batches_hide_no_timing_the_same_incidents_record_by_record_or_2000_at_a_time() -> None:
+    from fabricwatch.replay.run import replay
+
+    capture = LIB / "clock-skew-with-faults.jsonl.gz"  # a clock 60 s fast beside two step faults
+    big = replay(capture).incidents
+    small = replay(capture, batch_records=3).incidents
+    assert [i.to_dict() for i in small] == [i.to_dict() for i in big]
+    assert {i.cause for i in big} == {"link_down", "gpu_xid"}

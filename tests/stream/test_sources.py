@@ -66,3 +66,19 @@ def test_a_fast_source_neither_runs_detection_ahead_nor_hides_from_it() -> None:
     # every tick saw all three sources: the fast one's rows were moved back onto the fleet's clock
     late = [c for c in engine.calls if c[1] - T0 >= 120]
     assert late and all(c[3] == 3 * len(range(int(c[1] - T0 - 30), int(c[1] - T0) + 1, 5)) for c in late)
+
+
+def test_a_window_holds_two_samples_of_a_slow_stream() -> None:
+    engine = RecordingEngine()
+    engine.window_s = 60.0
+    p = Processor(schema_topology(), Store(), clock=VirtualClock(), engine=engine, grace_s=1.0)
+    offset = 0
+    for i, t in enumerate(range(0, 400, 5)):
+        p.handle([rec(gpu("node000", t, i), offset)])
+        offset += 1
+        if t % 60 == 0:  # a switch-like stream polled every 60 s
+            p.handle([rec(gpu("leaf0", t, t // 60), offset)])
+            offset += 1
+    assert p.window_span() == pytest.approx(150.0)
+    start, end, _, _ = engine.calls[-1]
+    assert end - start == pytest.approx(150.0)
