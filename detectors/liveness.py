@@ -73,7 +73,8 @@ class Liveness(Detector):
         for kind, frame in sorted(window.frames.items()):
             if frame.empty or "source" not in frame:
                 continue
-            for source, stats in _per_source(frame, cadence=kind not in NO_CADENCE_KINDS).items():
+            stats_by_source = _per_source(frame, cadence=kind not in NO_CADENCE_KINDS)
+            for source, stats in stats_by_source.items():
                 s = seen.setdefault(source, {"last": -np.inf, "intervals": [], "entities": set(), "gaps": []})
                 s["last"] = max(s["last"], stats["last"])
                 if stats.get("interval") is not None:
@@ -82,7 +83,7 @@ class Liveness(Detector):
                     s["gaps"].append((kind, stats["lost"]))
             column = ENTITY_COLUMN.get(kind)
             if column in frame:
-                fresh = [str(x) for x in frame["source"].unique() if refresh or str(x) not in self.sources]
+                fresh = [x for x in stats_by_source if refresh or x not in self.sources]
                 if fresh:
                     part = frame.loc[frame["source"].isin(fresh), ["source", column]].dropna().drop_duplicates()
                     for source, entity in zip(part["source"].astype(str), part[column].astype(str), strict=True):
@@ -149,31 +150,40 @@ class Liveness(Detector):
 def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:
     """Per source of one kind's frame (sorted by ts): newest ts, median gap between distinct ts, lost
     messages (rises of seq by more than one, in ts order). Vectorised: one pass per kind per tick."""
-    codes, names = pd.factorize(frame["source"], sort=True)
+    source = frame["source"]  # kept a Series: factorising its string dtype beats an object array
     ts = frame["ts"].to_numpy(dtype=float)
+    seqs = frame["seq"].to_numpy(dtype=float) if "seq" in frame else None
+    if "lane" in frame and len(frame):  # optical: a row per lane, four to a port; lane 0 says as much
+        lane = frame["lane"].to_numpy()
+        keep = lane == lane.min()
+        source, ts = source[keep], ts[keep]  # a boolean mask on the Series: no frame copy
+        seqs = seqs[keep] if seqs is not None else None
+    codes, uniques = pd.factorize(source)
+    names = [str(x) for x in uniques.tolist()]
     n = len(names)
-    last = np.full(n, -np.inf)
-    np.maximum.at(last, codes, ts)
-    out = {str(names[i]): {"last": float(last[i])} for i in range(n)}
+    if n == 0:
+        return {}
+    order = np.argsort(codes, kind="stable")  # by source; the frame's ts order kept within a source
+    c, t = codes[order], ts[order]
+    ends = np.flatnonzero(np.r_[c[1:] != c[:-1], True])  # each source's last row: its newest ts
+    out = {names[c[i]]: {"last": float(t[i])} for i in ends}
     if not cadence:
         return out
-    order = np.lexsort((ts, codes))  # by source, then ts (stable: ts order kept within a source)
-    c, t = codes[order], ts[order]
     distinct = np.ones(len(t), dtype=bool)
     distinct[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     c, t = c[distinct], t[distinct]
     same = c[1:] == c[:-1]
     gaps = pd.Series(np.diff(t)[same]).groupby(c[1:][same]).median()
-    for i, gap in gaps.items():
-        out[str(names[int(i)])]["interval"] = float(gap)
-    if "seq" in frame:
-        seq = frame["seq"].to_numpy(dtype=float)[order]
+    for i, gap in zip(gaps.index.tolist(), gaps.tolist(), strict=True):
+        out[names[int(i)]]["interval"] = float(gap)
+    if seqs is not None:
+        seq = seqs[order]
         cs = codes[order]
         step = np.diff(seq)
         ok = (cs[1:] == cs[:-1]) & np.isfinite(step) & (step > 1)
         lost = np.bincount(cs[1:][ok], weights=step[ok] - 1, minlength=n)
         for i in np.flatnonzero(lost):
-            out[str(names[i])]["lost"] = int(lost[i])
+            out[names[i]]["lost"] = int(lost[i])
     return out
 
 
