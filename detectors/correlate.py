@@ -23,6 +23,9 @@ findings it explains, so a finding is folded into one diagnosis at most:
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
    upstream is folded into the nearest of them (hops over the topology).
 
+8. collector_silent (collector): a source silent for a minute (detectors/liveness.py), apart from the
+   fabric; lost scrapes and shorter silences are findings only.
+
 Anything left (a lone bias or temperature rise, pauses with no root) is not an incident on its own.
 
 Each rule declares the symptoms it reads (:data:`CONSUMES`); every symptom a detector emits must be
