@@ -163,6 +163,7 @@ class IncidentTracker:
             "folded_into": None,
             "candidate": None,
             "entities": _entities(d),
+            "step": is_step(d),
         }
         self._open[incident_key(d)] = iid
         return iid
@@ -200,7 +201,11 @@ class IncidentTracker:
             inc.type = d.type  # a link found down, then its dark lane: link_down → link_degradation
             meta["candidate"] = None
             material = True
-        if material:
+        # opened at once on a step reading, and still within what would have been its debounce
+        settling = meta.get("step", False) and now - inc.detected_at <= self.config.open_after_s
+        if material or (settling and d.evidence(self.config.max_evidence) != inc.evidence):
+            # a step opens on its first reading; what the debounce would have gathered (the light
+            # lost with the link down, say) joins its evidence while it settles
             inc.evidence = d.evidence(self.config.max_evidence)
             changed.add(iid)
 
