@@ -74,6 +74,7 @@ DETECTORS: dict[str, str] = {
     "link_state": "fabricwatch.detectors.link_state:LinkState",
     "congestion": "fabricwatch.detectors.congestion:Congestion",
     "pfc_storm": "fabricwatch.detectors.pfc_storm:PfcStorm",
+    "liveness": "fabricwatch.detectors.liveness:Liveness",
 }
 
 

@@ -105,6 +105,9 @@ class EngineConfig(Config):
     # --- incident tracker ------------------------------------------------------------------------
     open_after_s: Positive = 30.0  # a diagnosis must hold this long (and every tick) before it pages
     resolve_after_s: Positive = 120.0  # and be gone this long before its incident resolves
+    # a resolved incident whose diagnosis returns within this long is the same (intermittent) fault,
+    # re-opened: issue 9 item 5's intermittent connector came back four times in twenty minutes
+    recur_within_s: Positive = 1800.0
     max_evidence: Count = 8
 
     # --- detectors: name -> its Config (missing: its defaults) -----------------------------------

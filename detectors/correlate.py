@@ -36,6 +36,9 @@ findings it explains, so a finding is folded into one diagnosis at most:
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
    upstream is folded into the nearest of them (hops over the topology).
 
+8. collector_silent (collector): a source silent for a minute (detectors/liveness.py), apart from the
+   fabric; lost scrapes and shorter silences are findings only.
+
 Anything left (a lone bias or temperature rise, pauses with no root) is not an incident on its own.
 
 Each rule declares the symptoms it reads (:data:`CONSUMES`); every symptom a detector emits must be
@@ -110,6 +113,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "corruption": frozenset({"corruption"}),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
     "laser_degradation forecast": frozenset(FORECAST),
+    "collector": frozenset({"collector_silent", "seq_gap"}),  # detectors/liveness.py
 }
 CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
 
@@ -176,6 +180,12 @@ def finding_order(f: Finding) -> tuple:
     return (f.entity, f.id, f.symptom, f.detector)
 
 
+def collector_diagnoses(pool: _Pool) -> list[Diagnosis]:
+    from fabricwatch.detectors.liveness import collector_diagnoses as rule
+
+    return rule(pool)
+
+
 class Correlator:
     def __init__(self, topology: Topology, config: EngineConfig | None = None) -> None:
         self.topology = topology
@@ -240,6 +250,7 @@ class Correlator:
         out += self._corruption(pool, out)
         out += self._forecasts(pool)
         out += self._traffic(pool)
+        out += collector_diagnoses(pool)  # a silent source: its own incident, apart from the fabric
         return sorted(out, key=lambda d: d.key)
 
     def _count_unconsumed(self, findings: list[Finding]) -> None:

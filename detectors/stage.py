@@ -29,6 +29,7 @@ from typing import Any
 from fabricwatch.detectors.base import Detector, detector_class
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
+from fabricwatch.detectors.liveness import silent_entities
 from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
 from fabricwatch.incident import Incident
@@ -116,7 +117,7 @@ class Stage2:
     def run(self, findings: list[Finding], now: float) -> list[Incident]:
         self.diagnoses = self.correlator.correlate(findings)
         self.unconsumed = self.correlator.unconsumed
-        return self.tracker.update(self.diagnoses, now)
+        return self.tracker.update(self.diagnoses, now, silent_entities(findings))
 
     def incidents(self) -> list[Incident]:
         """Every root incident so far, in id order."""

@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SEVERITIES = ("critical", "major", "minor", "warning")  # most severe first
-STATUSES = ("firing", "resolved")
+# DESIGN §5: where an incident is located; faults (DESIGN §4) use all but collector (a silent source)
+ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop", "collector")
+STATUSES = ("firing", "resolved", "unknown")  # unknown: its evidence comes from a source that went silent
 
 
 @dataclass(slots=True)

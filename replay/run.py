@@ -2,8 +2,9 @@
 
 The capture is a bus (replay.bus.CaptureBus) and the loop is the live one (stream.consume.ProcessingLoop)
 with the live processor: records in the bytes a producer sends, in file order, in fixed-size batches;
-the clock moves only with the data. Two replays of one capture therefore give the same incidents,
-byte for byte.
+the clock moves only with the data. The batch size hides no timing fault: the processor runs each tick
+where the watermark over sources passes it inside a batch, as live (stream/processor.py). Two replays
+of one capture therefore give the same incidents, byte for byte.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def replay(
     db: str | Path = ":memory:",
     engine_factory: Callable | None = None,
     progress: Callable[[int, float], None] | None = None,
+    batch_records: int = BATCH_RECORDS,
 ) -> ReplayResult:
     """Replay a capture; ``progress(records, watermark)`` is called after every batch."""
     from fabricwatch.detectors.engine import DetectionEngine
@@ -58,7 +60,7 @@ def replay(
             if progress is not None:
                 progress(bus.records_read, processor.watermark or 0.0)
 
-        loop = ProcessingLoop(bus, processor, max_records=BATCH_RECORDS, poll_timeout_s=0.0, on_batch=on_batch)
+        loop = ProcessingLoop(bus, processor, max_records=batch_records, poll_timeout_s=0.0, on_batch=on_batch)
         try:
             loop.drain()
             loop.finish()

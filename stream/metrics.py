@@ -58,7 +58,16 @@ class PipelineMetrics:
             registry=r,
         )
         self.watermark = Gauge(
-            "fabricwatch_telemetry_watermark_seconds", "Newest telemetry timestamp processed", registry=r
+            "fabricwatch_telemetry_watermark_seconds",
+            "Watermark over sources (the slowest live one): detection has run up to here",
+            registry=r,
+        )
+        self.clock_offset = Gauge(
+            "fabricwatch_source_clock_offset_seconds",
+            "Each source's clock offset, estimated against the median of sources (positive: ahead); "
+            "detection takes it out of the source's timestamps once it exceeds two scrape intervals",
+            ["source"],
+            registry=r,
         )
         self.lag = Gauge(
             "fabricwatch_consumer_lag_records",

@@ -5,10 +5,17 @@ clock): only the edges passed in differ. It never dies on input: a record that c
 breaks the schema becomes a :class:`~stream.store.DeadLetter` with its reason, stored in the same
 transaction as the good rows and the offsets they came from.
 
-Detection runs on a grid of telemetry time: the tick for time T covers ``[T - window_s, T]`` and runs
-once the data's watermark (newest ts seen) has passed ``T + grace_s``, so late scrapes of the same
-moment still make it in. A virtual clock is moved to ``T + grace_s`` before the tick, which is when a
-live processor would have run it; that makes replayed ``detected_at`` exact and repeatable.
+Detection runs on a grid of telemetry time: the tick for time T covers ``[T - window_s, T]`` (longer
+for slow streams: two samples of each, see ``window_span``) and runs
+once the watermark over sources has passed ``T + grace_s``. The watermark is not the newest ``ts``
+seen: it is the slowest live source's promise, after each source's clock offset is estimated and
+corrected (stream/sources.py), so one fast clock cannot run detection ahead of everyone else's data,
+and a silent source holds it back for ``lateness_s`` at most. A virtual clock is moved to
+``T + grace_s`` before the tick, which is when a live processor would have run it; that makes
+replayed ``detected_at`` exact and repeatable.
+
+Rows are stored as their sources stamped them (forensic SQL sees the raw ``ts``); the windows that
+detection reads have each source's significant clock offset taken out.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,6 +40,7 @@ from fabricwatch.records import DeadLetter, Finding, Window
 from fabricwatch.schema import SchemaError
 from fabricwatch.stream.bus import Record
 from fabricwatch.stream.metrics import PipelineMetrics
+from fabricwatch.stream.sources import SourceClocks
 from fabricwatch.stream.store import Store
 from fabricwatch.stream.window import WindowBuffer
 from fabricwatch.topology import Topology
@@ -39,6 +48,9 @@ from fabricwatch.topology import Topology
 log = logging.getLogger("fabricwatch.processor")
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# A window stretches for slow streams up to this many window_s (5 min at 60 s): REALISM.md has
+# switches scraped every 30-60 s; a source slower than two minutes is judged on one sample a window.
+MAX_WINDOW_FACTOR = 5.0
 
 
 class Engine(Protocol):
@@ -80,6 +92,7 @@ class Processor:
         engine: Engine | None = None,
         metrics: PipelineMetrics | None = None,
         grace_s: float = 1.0,
+        lateness_s: float = 30.0,
         on_incident: Callable[[Incident], None] | None = None,
         save_state_every_s: float | None = None,
     ) -> None:
@@ -91,8 +104,10 @@ class Processor:
         self.grace_s = grace_s
         self.on_incident = on_incident
         self.buffer = WindowBuffer(topology)
+        self.clocks = SourceClocks(lateness_s)
         self.next_offsets: dict[tuple[str, int], int] = dict(store.offsets())
-        self.watermark: float | None = None
+        self.watermark: float | None = None  # the watermark over sources (stream/sources.py)
+        self.newest: float | None = None  # the newest corrected ts seen
         self.earliest: float | None = None  # the first telemetry seen: detection's grid starts here
         self._next_tick: float | None = None
         self._firing_labels: dict[str, tuple[str, ...]] = {}
@@ -107,57 +122,113 @@ class Processor:
     # --- ingest ---------------------------------------------------------------------------------
 
     def handle(self, records: Sequence[Record]) -> HandleResult:
-        """Validate and store one polled batch, then run every detection tick that became due."""
+        """Validate and store one polled batch, running every detection tick as soon as it becomes due.
+
+        Records are taken in arrival order; when the watermark over sources passes a tick, the records
+        before that point are stored and the tick runs before the rest of the batch is looked at, as a
+        live processor polling record by record would: the size of a batch (a replay reads 2,000
+        records at a time) changes neither which rows a tick sees nor when it runs."""
         result = HandleResult()
         offsets = dict(self.next_offsets)
-        by_kind: dict[str, list[tuple[schema.Message | schema.MessageBatch, Record]]] = defaultdict(list)
+        items: list[tuple[schema.Message | schema.MessageBatch, Record]] = []
+        deadletters: list[DeadLetter] = []
         size = 0
         for r in records:
             tp = (r.topic, r.partition)
             if r.offset + 1 > offsets.get(tp, 0):
                 offsets[tp] = r.offset + 1
             size += len(r.value)
-            message = self._decode(r, result.deadletters)
+            message = self._decode(r, deadletters)
             if message is not None:
-                by_kind[message.kind].append((message, r))
+                items.append((message, r))
+                self._observe(message)
+                if self._tick_due():
+                    self._ingest(items, deadletters, dict(offsets), result)
+                    items, deadletters = [], []
         self.metrics.received_bytes.inc(size)
+        if items or deadletters or offsets != self.next_offsets:
+            self._ingest(items, deadletters, offsets, result)
+        return result
 
+    def _tick_due(self) -> bool:
+        if self.engine is None or self.earliest is None:
+            return False
+        every = self.engine.every_s
+        tick = self._next_tick if self._next_tick is not None else math.floor(self.earliest / every) * every + every
+        watermark = self.clocks.watermark()
+        return watermark is not None and watermark >= tick + self.grace_s
+
+    def _ingest(
+        self,
+        items: list[tuple[schema.Message | schema.MessageBatch, Record]],
+        deadletters: list[DeadLetter],
+        offsets: dict[tuple[str, int], int],
+        result: HandleResult,
+    ) -> None:
+        """Store one segment of a batch (rows, dead letters, offsets: one transaction), then run the
+        ticks that became due."""
+        by_kind: dict[str, list[tuple[schema.Message | schema.MessageBatch, Record]]] = defaultdict(list)
+        for message, r in items:
+            by_kind[message.kind].append((message, r))
         tables: dict[str, pa.Table] = {}
-        for kind, items in sorted(by_kind.items()):
-            messages = sum(len(m.counts) if isinstance(m, schema.MessageBatch) else 1 for m, _ in items)
+        rows = 0
+        for kind, kind_items in sorted(by_kind.items()):
+            messages = sum(len(m.counts) if isinstance(m, schema.MessageBatch) else 1 for m, _ in kind_items)
             self.metrics.received.labels(kind).inc(messages)
-            batch = schema.to_table(kind, [m for m, _ in items])
+            batch = schema.to_table(kind, [m for m, _ in kind_items])
             for i, exc in batch.rejected:
-                result.deadletters.append(_deadletter(items[i][1], exc))
+                deadletters.append(_deadletter(kind_items[i][1], exc))
             if batch.unknown_columns:
                 self.metrics.unknown_columns.inc(batch.unknown_columns)
             tables[kind] = batch.table
-            result.rows += batch.table.num_rows
+            rows += batch.table.num_rows
 
         try:
-            self.store.write_batch(tables, offsets=offsets, deadletters=result.deadletters)
+            self.store.write_batch(tables, offsets=offsets, deadletters=deadletters)
         except Exception:
             self.metrics.errors.labels("store").inc()
             raise  # storage failing is fatal for this batch: the caller must not commit its offsets
         self.next_offsets = offsets
-        self.rows_stored += result.rows
-        for d in result.deadletters:
+        self.rows_stored += rows
+        result.rows += rows
+        result.deadletters += deadletters
+        for d in deadletters:
             self.metrics.deadlettered.labels(d.code).inc()
+        corrections = self.clocks.corrections()
         for kind, table in tables.items():
             self.metrics.stored_rows.labels(kind).inc(table.num_rows)
+            table = _corrected(table, corrections)
             if self.engine is not None:  # only detection reads windows; ingest-only keeps nothing
                 self.buffer.add(kind, table)
             if table.num_rows:
                 span = pc.min_max(table.column("ts").cast(pa.int64()))
                 oldest, newest = span["min"].as_py() / 1e6, span["max"].as_py() / 1e6
-                if self.watermark is None or newest > self.watermark:
-                    self.watermark = newest
+                if self.newest is None or newest > self.newest:
+                    self.newest = newest
                 if self.earliest is None or oldest < self.earliest:
                     self.earliest = oldest
+        watermark = self.clocks.watermark()
+        if watermark is not None and (self.watermark is None or watermark > self.watermark):
+            self.watermark = watermark
         if self.watermark is not None:
             self.metrics.watermark.set(self.watermark)
-        result.incidents = self._run_due(final=False, findings=result.findings, ticks=result.ticks)
-        return result
+        for source, offset in self.clocks.offsets().items():
+            self.metrics.clock_offset.labels(source).set(offset)
+        result.incidents = _merge(
+            result.incidents, self._run_due(final=False, findings=result.findings, ticks=result.ticks)
+        )
+
+    def _observe(self, message: schema.Message | schema.MessageBatch) -> None:
+        stamps = (
+            zip(message.source, message.ts, strict=True)
+            if isinstance(message, schema.MessageBatch)
+            else ([(message.source, message.ts)])
+        )
+        for source, ts in stamps:
+            self.clocks.observe(source, message.kind, ts)
+            corrected = ts - self.clocks.offset(source)
+            if self.engine is not None and (self.earliest is None or corrected < self.earliest):
+                self.earliest = corrected  # detection's grid starts at the first telemetry seen
 
     def _decode(self, r: Record, deadletters: list[DeadLetter]) -> schema.Message | schema.MessageBatch | None:
         if len(r.value) > MAX_MESSAGE_BYTES:
@@ -193,7 +264,10 @@ class Processor:
         changed: dict[str, Incident] = {}
         while True:
             tick = self._next_tick
-            due = self.watermark >= tick + self.grace_s if not final else tick <= self.watermark + every - 1e-9
+            if final:
+                due = tick <= (self.newest if self.newest is not None else self.watermark) + every - 1e-9
+            else:
+                due = self.watermark >= tick + self.grace_s
             if not due:
                 break
             for incident in self._tick(tick, findings):
@@ -207,7 +281,8 @@ class Processor:
         assert self.engine is not None
         self.clock.advance_to(tick + self.grace_s)
         now = self.clock.now()
-        window = self.buffer.window(tick - self.engine.window_s, tick)
+        span = self.window_span()
+        window = self.buffer.window(tick - span, tick)
         started = time.perf_counter()
         try:
             changed = self.engine.run(window, now)
@@ -218,7 +293,7 @@ class Processor:
         finally:
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
-            self.buffer.evict(tick - self.engine.window_s - self.engine.every_s)
+            self.buffer.evict(tick - span - self.engine.every_s)
         for symptom, count in self.engine.unconsumed.items():  # logged once by the correlator
             self.metrics.unconsumed.labels(symptom).inc(count)
         for error in self.engine.errors:  # one detector failing; the others ran
@@ -236,6 +311,14 @@ class Processor:
         for incident in changed:
             self._publish(incident)
         return changed
+
+    def window_span(self) -> float:
+        """The history a tick reads: ``window_s``, stretched to 2.5 of the slowest stream's scrape
+        intervals so that a counter rate has two samples of every entity whatever its cadence (a
+        switch polled every 60 s gets 150 s), at most :data:`MAX_WINDOW_FACTOR` × ``window_s``."""
+        assert self.engine is not None
+        base = self.engine.window_s
+        return min(max(base, 2.5 * self.clocks.slowest_cadence()), MAX_WINDOW_FACTOR * base)
 
     def save_state(self) -> None:
         """Save the engine's state now (on shutdown), whatever the schedule."""
@@ -288,6 +371,28 @@ class Processor:
             except Exception:
                 self.metrics.errors.labels("publish").inc()
                 log.exception("publishing incident %s failed", incident.id)
+
+
+def _merge(before: list[Incident], after: list[Incident]) -> list[Incident]:
+    """Incidents changed by a batch's segments: the latest copy of each, in id order."""
+    changed = {i.id: i for i in before} | {i.id: i for i in after}
+    return [changed[k] for k in sorted(changed)]
+
+
+def _corrected(table: pa.Table, corrections: dict[str, float]) -> pa.Table:
+    """The table with each corrected source's clock offset taken out of ``ts`` (µs timestamps)."""
+    if not corrections or table.num_rows == 0:
+        return table
+    sources = table.column("source")
+    names = sorted(corrections)
+    hit = pc.is_in(sources, value_set=pa.array(names))
+    if not pc.any(hit).as_py():
+        return table
+    index = pc.fill_null(pc.index_in(sources, value_set=pa.array(names)), -1).to_numpy(zero_copy_only=False)
+    shift = np.array([round(corrections[n] * 1e6) for n in names] + [0], dtype=np.int64)[index]
+    ts_type = table.schema.field("ts").type
+    ts = table.column("ts").cast(pa.int64()).to_numpy() - shift
+    return table.set_column(table.schema.get_field_index("ts"), "ts", pa.array(ts, pa.int64()).cast(ts_type))
 
 
 def _deadletter(r: Record, exc: SchemaError) -> DeadLetter:

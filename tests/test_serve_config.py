@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fabricwatch.cli.serve import load_config
+from fabricwatch.detectors.base import DETECTORS
 from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.errors import InputError
 from fabricwatch.topology import generate
@@ -35,7 +36,8 @@ def test_without_sections_every_detector_runs_with_its_defaults(tmp_path) -> Non
     path.write_text(BASE + "detectors:\n")
     settings = load_config(path).process
     engine = DetectionEngine(generate(64, 8, 8), settings.engine)
-    assert all(d.config == type(d).Config() for d in engine.detectors) and len(engine.detectors) == 12
+    assert all(d.config == type(d).Config() for d in engine.detectors)
+    assert sorted(d.name for d in engine.detectors) == sorted(DETECTORS)  # 13 with liveness
 
 
 @pytest.mark.parametrize(

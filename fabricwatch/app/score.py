@@ -57,5 +57,7 @@ def score(truth: list[dict[str, Any]], incidents: list[Incident], start_ts: floa
             used.add(pick.id)
         latency = None if pick is None else pick.detected_at - (start_ts + float(fault.get("start", 0.0)))
         matches.append(Match(fault, pick, pick is not None, pick is not None and pick.cause == fault["cause"], latency))
-    false_alarms = [i for i in incidents if i.id not in used]
+    # A silent collector is reported as its own incident (entity collector, DESIGN §5): about the
+    # monitoring, not the fabric, so never a false fabric incident.
+    false_alarms = [i for i in incidents if i.id not in used and i.location["entity"] != "collector"]
     return Score(matches, false_alarms)

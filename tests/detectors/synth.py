@@ -237,6 +237,15 @@ class Timeline:
         sample = np.abs(ts - (self.start + at)) <= self.step / 2
         f.loc[mask & sample, column] = value
 
+    def silence(self, source: str, start: float, end: float | None = None) -> None:
+        """The source sends nothing (every kind) between ``start`` and ``end`` seconds into the run."""
+        for kind, f in self.frames.items():
+            ts = f["ts"].to_numpy()
+            gone = (f["source"] == source).to_numpy() & (ts >= self.start + start)
+            if end is not None:
+                gone &= ts < self.start + end
+            self.frames[kind] = f[~gone].reset_index(drop=True)
+
     def drop_column(self, kind: str, column: str) -> None:
         self.frames[kind] = self.frames[kind].drop(columns=[column])
 

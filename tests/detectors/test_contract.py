@@ -21,8 +21,7 @@ from fabricwatch.detectors.config import DetectorConfig, EngineConfig
 from fabricwatch.detectors.correlate import CONSUMED, Correlator
 from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.errors import InputError
-from fabricwatch.faults import ENTITIES
-from fabricwatch.incident import SEVERITIES
+from fabricwatch.incident import ENTITIES, SEVERITIES
 from fabricwatch.records import Finding, Window
 from fabricwatch.schema import KINDS
 from fabricwatch.topology import generate
@@ -53,6 +52,7 @@ def faulty_timeline() -> Timeline:
     tl.count("port", "tx_pause_total", 5000, start=100, port="leaf3-0:p64")
     tl.count("port", "tx_pause_total", 20000, start=100, port="node001/gpu2:p0")
     tl.freeze("port", "rx_bytes_total", start=100, port="node001/gpu2:p0")
+    tl.silence("leaf6-0", start=120)  # a collector goes silent (liveness)
     return tl
 
 

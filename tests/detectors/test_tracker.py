@@ -80,15 +80,37 @@ def test_unchanged_incident_is_not_re_emitted() -> None:
     assert [len(c) for c in out].count(1) == 1
 
 
-def test_resolution_after_quiet_period_and_a_return_is_a_new_incident() -> None:
-    t = IncidentTracker()
+def test_resolution_after_quiet_period_and_a_return_long_after_is_a_new_incident() -> None:
+    t = IncidentTracker(EngineConfig(recur_within_s=600))
     run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30, 40)])
     quiet = run(t, [(s, []) for s in range(50, 170, 10)])
     resolved = [c for c in quiet if c]
     assert len(resolved) == 1 and resolved[0][0]["status"] == "resolved" and resolved[0][0]["resolved_at"] == 160
-    again = run(t, [(s, [DIRTY]) for s in (200, 210, 220, 230)])
+    again = run(t, [(s, [DIRTY]) for s in (700, 710, 720, 730)])
     assert again[3][0]["id"] == "inc-0002"
     assert [i.id for i in t.roots()] == ["inc-0001", "inc-0002"]
+
+
+def test_an_intermittent_fault_is_one_incident_held_open_through_its_quiet_spells() -> None:
+    """Episodes of 40 s every 5 minutes (quiet 260 s, longer than resolve_after_s): the first quiet
+    spell resolves it, the return re-opens the same incident, and from then on the hold (twice the
+    longest quiet spell) keeps it open; it resolves once the fault stays away longer than that."""
+    t = IncidentTracker()
+    changes = []
+    for episode in range(4):
+        start = episode * 300
+        ticks = [(s, [DIRTY]) for s in range(start, start + 40, 10)]
+        ticks += [(s, []) for s in range(start + 40, start + 300, 10)]
+        changes += [c for tick in run(t, ticks) for c in tick]
+    assert {c["id"] for c in changes} == {"inc-0001"}
+    statuses = [c["status"] for c in changes]
+    # opened; the first spell resolves it; back (re-opened), then held: episodes 3 and 4 are updates
+    assert statuses == ["firing", "resolved", "firing", "firing", "firing"]
+    (inc,) = t.roots()
+    assert inc.status == "firing" and {"metric": "episodes", "value": 4, "quiet_s": 270.0} in inc.evidence
+    after = run(t, [(s, []) for s in range(1200, 1900, 10)])  # gone for good: resolves after 2 × 270 s
+    (closed,) = [c for tick in after for c in tick]
+    assert closed["status"] == "resolved" and closed["resolved_at"] == 900 + 30 + 540
 
 
 def test_a_root_folds_an_incident_it_explains() -> None:
@@ -127,3 +149,48 @@ def test_config_timers_are_used() -> None:
     t = IncidentTracker(EngineConfig(open_after_s=10.0, resolve_after_s=20.0))
     out = run(t, [(0, [DIRTY]), (10, [DIRTY]), (20, []), (30, []), (40, [])])
     assert [len(c) for c in out] == [0, 1, 0, 1, 0]
+
+
+def step(cause: str, symptom: str, anchor: str = "link:L1") -> Diagnosis:
+    finding = Finding("test", symptom, "port", "p", 0.0, 0.0, "critical", ({"metric": "state", "value": 0},))
+    entity, ident = ("port", "p") if cause == "transceiver_fault" else ("link", "L1")
+    return Diagnosis(cause, entity, ident, anchor, [finding])
+
+
+STEP_ROWS = [
+    # comment, diagnosis, the tick index at which it opens (ticks every 10 s from 0)
+    ("a link reading down opens on the first tick", step("link_down", "link_down"), 0),
+    ("light lost opens on the first tick", step("fiber_damage", "loss_of_light"), 0),
+    ("a dark lane opens on the first tick", step("transceiver_fault", "tx_dark"), 0),
+    ("a noisy judgement keeps its 30 s debounce", DIRTY, 3),
+]
+
+
+@pytest.mark.parametrize(("comment", "d", "opens_at"), STEP_ROWS, ids=[r[0] for r in STEP_ROWS])
+def test_step_faults_open_at_once_noisy_judgements_wait(comment: str, d: Diagnosis, opens_at: int) -> None:
+    out = run(IncidentTracker(), [(s, [d]) for s in (0, 10, 20, 30)])
+    assert next(i for i, changed in enumerate(out) if changed) == opens_at, comment
+
+
+def test_a_link_found_down_then_its_dark_lane_is_one_incident_refined() -> None:
+    t = IncidentTracker()
+    run(t, [(0, [step("link_down", "link_down")]), (10, [step("link_down", "link_down")])])
+    run(t, [(s, [step("transceiver_fault", "tx_dark")]) for s in (20, 30, 40, 50)])
+    (inc,) = t.roots()
+    assert (inc.id, inc.type, inc.cause, inc.detected_at) == ("inc-0001", "link_degradation", "transceiver_fault", 0)
+
+
+def test_a_collector_incident_resolves_with_the_first_fresh_data() -> None:
+    silent = Finding("liveness", "collector_silent", "collector", "node001", 0.0, 70.0, "major")
+    from fabricwatch.detectors.liveness import CollectorDiagnosis
+
+    d = CollectorDiagnosis("collector_silent", "collector", "node001", "collector:node001", [silent])
+    t = IncidentTracker()
+    (opened,) = t.update([d], 70.0)
+    assert (opened.type, opened.location, opened.runbook) == (
+        "collector_silent",
+        {"entity": "collector", "id": "node001"},
+        "collector-silent",
+    )
+    (closed,) = t.update([], 80.0)
+    assert closed.status == "resolved" and closed.resolved_at == 80.0

@@ -1,10 +1,7 @@
 """Every runbook against a replayed incident of its cause: the dry-run plan is a golden file.
 
 Each case replays a stored capture of replay/library into DuckDB, takes the incident detection
-found, and plans it as of its detection time. Two incidents are not produced by detection today
-and are stated here instead: a switch_fault (detection reports its ports: see the library's
-expected files) and a silent collector; each is planned over the replayed telemetry of a capture
-with that fault.
+found, and plans it as of its detection time: every incident here is one detection reports.
 Regenerate with FABRICWATCH_UPDATE_GOLDEN=1 after a deliberate change, and read the diff.
 """
 
@@ -17,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from fabricwatch.clock import VirtualClock
-from fabricwatch.incident import Incident
 from fabricwatch.replay.capture import open_capture
 from fabricwatch.replay.run import replay
 from fabricwatch.runbooks import cli as rcli
@@ -30,22 +26,22 @@ ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "replay" / "library"
 GOLDEN = ROOT / "tests" / "golden" / "runbooks"
 
-# runbook → (capture, how to get the incident: "inc-0001" from detection, or a stated one)
+# runbook → the library capture whose replayed incident it is planned on
 CASES = {
-    "clean-connector": ("connector-contamination-4db", None),
-    "replace-fiber": ("fiber-damage-step", None),
-    "replace-transceiver": ("transceiver-errors", None),
-    "reseat-transceiver": ("link-flap-fast", None),
-    "check-link": ("link-down-host", None),
-    "drain-switch": ("switch-fault-leaf", "switch_fault"),
-    "rebalance-traffic": ("incast-hotspot", None),
-    "isolate-pfc-source": ("pfc-storm-host", None),
-    "check-cooling-loop": ("cooling-failure-mild", None),
-    "throttle-gpu": ("gpu-thermal-mild", None),
-    "throttle-hot-gpu": ("gpu-thermal", None),
-    "drain-gpu": ("gpu-xid-79", None),
-    "reroute": ("transceiver-lossy", None),
-    "collector-silent": ("gpu-xid-79", "collector"),
+    "clean-connector": "connector-contamination-4db",
+    "replace-fiber": "fiber-damage-step",
+    "replace-transceiver": "transceiver-errors",
+    "reseat-transceiver": "link-flap-fast",
+    "check-link": "link-down-host",
+    "drain-switch": "switch-fault-leaf",
+    "rebalance-traffic": "incast-hotspot",
+    "isolate-pfc-source": "pfc-storm-host",
+    "check-cooling-loop": "cooling-failure-mild",
+    "throttle-gpu": "gpu-thermal-mild",
+    "throttle-hot-gpu": "gpu-thermal",
+    "drain-gpu": "gpu-xid-79",
+    "reroute": "transceiver-lossy",
+    "collector-silent": "collector-outage",
 }
 
 
@@ -53,39 +49,23 @@ CASES = {
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("replayed")
     out = {}
-    for capture in sorted({c for c, _ in CASES.values()}):
+    for capture in sorted(set(CASES.values())):
         db = folder / f"{capture}.duckdb"
         replay(LIB / f"{capture}.jsonl.gz", db=db)
         out[capture] = db
     return out
 
 
-def stated(kind: str, detected: Incident | None, capture: str) -> Incident:
-    truth = open_capture(LIB / f"{capture}.jsonl.gz").truth or []
-    if kind == "switch_fault":
-        switch = next(f["switch"] for f in truth if f["cause"] == "switch_fault")
-        base = detected
-        assert base is not None
-        return Incident(
-            "inc-0100", "switch_fault", "switch_fault", {"entity": "switch", "id": switch}, "critical",
-            base.first_seen, base.detected_at, runbook="drain-switch",
-        )  # fmt: skip
-    assert detected is not None
-    return Incident(
-        "inc-0101", "collector_silent", "collector_silent", {"entity": "collector", "id": "node001"}, "major",
-        detected.detected_at, detected.detected_at + 30, runbook="collector-silent", status="unknown",
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_runbook_plan_on_a_replayed_incident_matches_golden(name: str, replayed: dict[str, Path]) -> None:
-    capture, kind = CASES[name]
+    capture = CASES[name]
     topo = open_capture(LIB / f"{capture}.jsonl.gz").topology
     with Store(replayed[capture]) as store:
-        ids = [r[0] for r in store.con.execute("SELECT id FROM incidents ORDER BY id").fetchall()]
-        detected = rcli.incident(store.con, ids[0]) if ids else None
-        inc = stated(kind, detected, capture) if kind else detected
-        assert inc is not None
+        ids = [
+            r[0] for r in store.con.execute("SELECT id FROM incidents WHERE runbook = ? ORDER BY id", [name]).fetchall()
+        ]
+        assert ids, f"replaying {capture} gives no incident for runbook {name}"
+        inc = rcli.incident(store.con, ids[0])
         clock = VirtualClock(inc.detected_at)
         ex = Executor(topo, load_library(), store.con, ActionsConfig(), clock=clock, read_only=True)
         plan = ex.plan(inc)

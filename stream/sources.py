@@ -1,0 +1,178 @@
+"""What the processor knows of each source: its clock offset, its cadence, and the watermark over them.
+
+A message's ``ts`` is stamped by its source's clock, which may be off by seconds or minutes
+(REALISM.md, Collectors). Detection must not advance on the newest ``ts`` seen, or one fast clock runs
+every tick ahead of the other sources' data and blinds it. So, per source, in arrival order:
+
+* Offset. When a message arrives, the reference time is the median of every source's latest
+  (corrected) ``ts``: the fleet's own clock, which no minority of skewed sources can move. The offset
+  is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), less the same
+  median of the median source (the reference lags a message by its arrival phase). Arrival order
+  resolves an offset only to about one scrape interval (a source scraped just after another reads a
+  few seconds ahead of it), so an estimate is applied only when it exceeds two of the fleet's median
+  scrape intervals; below that, ``ts`` is trusted. The estimate is exported (``offsets``) for
+  ``fabricwatch_source_clock_offset_seconds``.
+* Cadence. The median gap between the source's distinct ``ts`` (per kind; the source's fastest kind,
+  module messages excluded, as they are sent on change and every few minutes).
+* Watermark. Each live stream (a source's kind: its own topic, delivered on its own) promises its
+  data up to its corrected latest ``ts`` plus its interval (its next scrape is not due before then);
+  the watermark is the least of these promises over the live streams: detection waits for the
+  slowest source. A source whose promise lags the reference by
+  more than ``lateness_s`` is late or silent and no longer holds detection back (liveness findings
+  report it: detectors/liveness.py).
+
+Pure bookkeeping over what arrived, no wall clock: the same arrival order gives the same offsets and
+watermark, live and in replay.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+OFFSET_SAMPLES = 9  # median of the last 9 arrivals: one late or early stamp (jitter) cannot move it
+MIN_SAMPLES = 3  # a source's offset is not judged on fewer arrivals than this
+INTERVAL_SAMPLES = 9
+NO_CADENCE_KINDS = frozenset({"module"})  # sent at start, on change and every few minutes (DESIGN §3)
+
+
+@dataclass
+class SourceState:
+    samples: deque[float] = field(default_factory=lambda: deque(maxlen=OFFSET_SAMPLES))
+    last_raw: dict[str, float] = field(default_factory=dict)  # kind -> newest raw ts
+    gaps: dict[str, deque[float]] = field(default_factory=dict)  # kind -> recent gaps between distinct ts
+    offset: float = 0.0  # applied correction (0 until significant)
+    raw: float = 0.0  # median of (ts - reference) at arrival: biased by the arrival phase
+    estimate: float = 0.0  # raw less the median source's raw: the offset, exported whether applied or not
+    latest: float | None = None  # newest corrected ts over every kind
+    cadence: float | None = None  # the fastest kind's median gap (None: fewer than two distinct ts)
+    cadences: dict[str, float] = field(default_factory=dict)  # kind -> its median gap
+
+    def interval(self) -> float | None:
+        return self.cadence
+
+    def _recount(self) -> None:
+        self.cadences = {k: statistics.median(g) for k, g in self.gaps.items() if g and k not in NO_CADENCE_KINDS}
+        self.cadence = min(self.cadences.values()) if self.cadences else None
+
+
+class SourceClocks:
+    """Per-source offsets, cadences and the watermark over sources (see the module docstring)."""
+
+    def __init__(self, lateness_s: float = 30.0) -> None:
+        # How long detection waits for a source whose data is overdue before it runs without it: the
+        # bound on lateness. 30 s is the engine's default recent_s, the span detectors judge "now" over.
+        self.lateness_s = lateness_s
+        self.sources: dict[str, SourceState] = {}
+        self._latest: list[float] = []  # every source's latest, sorted: the reference is its middle
+        self._fleet: float = 0.0
+        self._wm: float | None = None
+        self._wm_holder: str | None = None  # the source holding the watermark back
+        self._wm_stale = True
+        self._bias: float = 0.0  # the median source's raw estimate: how far arrival order lags the stamps
+        self._observed = 0
+
+    # --- arrivals ------------------------------------------------------------------------------------
+
+    def reference(self) -> float | None:
+        n = len(self._latest)
+        if not n:
+            return None
+        return self._latest[n // 2] if n % 2 else (self._latest[n // 2 - 1] + self._latest[n // 2]) / 2
+
+    def observe(self, source: str, kind: str, ts: float) -> None:
+        """One message's arrival (in arrival order)."""
+        state = self.sources.get(source)
+        if state is None:
+            state = self.sources[source] = SourceState()
+            self._wm_stale = True
+        ref = self.reference()
+        if ref is not None and kind not in NO_CADENCE_KINDS:
+            state.samples.append(ts - ref)
+            if len(state.samples) >= MIN_SAMPLES:
+                state.raw = statistics.median(state.samples)
+        prev = state.last_raw.get(kind)
+        if prev is None or ts > prev:
+            if prev is not None:
+                state.gaps.setdefault(kind, deque(maxlen=INTERVAL_SAMPLES)).append(ts - prev)
+                state._recount()
+            state.last_raw[kind] = ts
+        self._observed += 1
+        if source == self._wm_holder or self._wm_holder is None or self._observed % max(16, len(self.sources)) == 0:
+            self._wm_stale = True
+        if not self._fleet or self._observed % max(16, len(self.sources)) == 0:  # changes slowly: now and then
+            self._fleet = self._count_fleet()
+            estimates = [s.raw for s in self.sources.values() if len(s.samples) >= MIN_SAMPLES]
+            self._bias = statistics.median(estimates) if estimates else 0.0
+        self._settle(state)
+
+    def _settle(self, state: SourceState) -> None:
+        """Apply the estimate when it is larger than arrival order can resolve; update ``latest``."""
+        if len(state.samples) >= MIN_SAMPLES:
+            state.estimate = state.raw - self._bias
+        bound = 2.0 * self._fleet
+        state.offset = state.estimate if bound and abs(state.estimate) > bound else 0.0
+        raws = [t for k, t in state.last_raw.items() if k not in NO_CADENCE_KINDS] or list(state.last_raw.values())
+        latest = max(raws) - state.offset
+        if latest != state.latest:
+            if state.latest is not None:
+                del self._latest[bisect.bisect_left(self._latest, state.latest)]
+            bisect.insort(self._latest, latest)
+            state.latest = latest
+
+    def _count_fleet(self) -> float:
+        intervals = [i for s in self.sources.values() if (i := s.interval()) is not None]
+        return statistics.median(intervals) if intervals else 0.0
+
+    def slowest_cadence(self) -> float:
+        """The longest scrape interval of any stream (source and kind), modules aside; 0 until known."""
+        return max((c for s in self.sources.values() for c in s.cadences.values()), default=0.0)
+
+    def fleet_interval(self) -> float:
+        """The median scrape interval over sources (0 until known)."""
+        return self._fleet
+
+    # --- views ---------------------------------------------------------------------------------------
+
+    def offset(self, source: str) -> float:
+        state = self.sources.get(source)
+        return state.offset if state is not None else 0.0
+
+    def offsets(self) -> dict[str, float]:
+        """Every source's estimated clock offset (seconds its clock is ahead), applied or not."""
+        return {name: s.estimate for name, s in sorted(self.sources.items())}
+
+    def corrections(self) -> dict[str, float]:
+        """The offsets applied to each source's ``ts`` (only significant ones)."""
+        return {name: s.offset for name, s in sorted(self.sources.items()) if s.offset}
+
+    def watermark(self) -> float | None:
+        """The least promise (latest + interval) of the live sources; None before any data.
+
+        Cached: a message moves the watermark only when it comes from the source holding it back, and
+        the set of live sources changes only as the reference moves, so it is recounted then and
+        every few dozen messages, not on every message of a large fleet."""
+        if self._wm_stale:
+            self._wm, self._wm_holder = self._count_watermark()
+            self._wm_stale = False
+        return self._wm
+
+    def _count_watermark(self) -> tuple[float | None, str | None]:
+        ref = self.reference()
+        if ref is None:
+            return None, None
+        best: tuple[float, str] | None = None
+        for name, s in self.sources.items():
+            for kind, last in s.last_raw.items():  # each kind is its own stream (topic): its own promise
+                if kind in NO_CADENCE_KINDS:
+                    continue
+                promise = last - s.offset + s.cadences.get(kind, 0.0)
+                if promise >= ref - self.lateness_s and (best is None or (promise, name) < best):
+                    best = (promise, name)
+        return (best[0], best[1]) if best is not None else (ref, None)
+
+    def newest(self) -> float | None:
+        latest = [s.latest for s in self.sources.values() if s.latest is not None]
+        return max(latest) if latest else None

@@ -1,0 +1,84 @@
+"""Time over sources: a fast clock is estimated, exported and taken out; detection advances on the
+slowest live source, and a silent one holds it back for the bounded lateness only."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricwatch import schema
+from fabricwatch.clock import VirtualClock
+from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.sources import SourceClocks
+from fabricwatch.stream.store import Store
+from tests.stream.test_processor import T0, RecordingEngine, rec, schema_topology
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def scrape(clocks: SourceClocks, t: float, offsets: dict[str, float], skip: tuple[str, ...] = ()) -> None:
+    for source, offset in sorted(offsets.items()):
+        if source not in skip:
+            clocks.observe(source, "gpu", T0 + t + offset)
+
+
+def test_a_fast_clock_is_estimated_against_the_median_of_sources() -> None:
+    clocks = SourceClocks()
+    fleet = {"n0": 0.0, "n1": 0.2, "n2": 0.4, "fast": 60.0}
+    for t in range(0, 120, 5):
+        scrape(clocks, t, fleet)
+    offsets = clocks.offsets()
+    assert 55.0 <= offsets["fast"] <= 65.0
+    assert all(abs(offsets[s]) < 5.0 for s in ("n0", "n1", "n2"))
+    assert set(clocks.corrections()) == {"fast"}  # only an offset beyond two scrape intervals is applied
+    # the watermark is the slowest live source's next scrape, not the fast clock's newest stamp
+    assert clocks.watermark() == pytest.approx(T0 + 115 + 5, abs=1.5)  # to within the arrival phase
+
+
+def test_a_silent_source_holds_the_watermark_back_for_the_lateness_bound_only() -> None:
+    clocks = SourceClocks(lateness_s=30.0)
+    fleet = {"n0": 0.0, "n1": 0.0, "n2": 0.0}
+    for t in range(0, 60, 5):
+        scrape(clocks, t, fleet)
+    for t in range(60, 80, 5):
+        scrape(clocks, t, fleet, skip=("n2",))
+    assert clocks.watermark() == pytest.approx(T0 + 60)  # n2's next scrape (60) has not come: wait
+    for t in range(80, 130, 5):
+        scrape(clocks, t, fleet, skip=("n2",))
+    assert clocks.watermark() == pytest.approx(T0 + 130)  # n2 is past the bound: no longer waited for
+
+
+def gpu(source: str, t: float, seq: int, temp: float = 60.0) -> schema.Message:
+    return schema.make("gpu", source, T0 + t, seq, {"device": [f"{source}/gpu0"], "temp_c": [temp]})
+
+
+def test_a_fast_source_neither_runs_detection_ahead_nor_hides_from_it() -> None:
+    store = Store()
+    engine = RecordingEngine()
+    p = Processor(schema_topology(), store, clock=VirtualClock(), engine=engine, grace_s=1.0)
+    offset = 0
+    for i, t in enumerate(range(0, 200, 5)):  # one record per message, in arrival order, as live
+        for source, skew in (("node000", 0.0), ("node001", 0.0), ("node002", 60.0)):
+            p.handle([rec(gpu(source, t + skew, i), offset)])
+            offset += 1
+    ends = [c[1] - T0 for c in engine.calls]
+    assert max(ends) <= 195 + 5  # not 60 s ahead, with the fast source's stamps
+    assert 55.0 <= p.metrics.clock_offset.labels("node002")._value.get() <= 65.0
+    # every tick saw all three sources: the fast one's rows were moved back onto the fleet's clock
+    late = [c for c in engine.calls if c[1] - T0 >= 120]
+    assert late and all(c[3] == 3 * len(range(int(c[1] - T0 - 30), int(c[1] - T0) + 1, 5)) for c in late)
+
+
+def test_a_window_holds_two_samples_of_a_slow_stream() -> None:
+    engine = RecordingEngine()
+    engine.window_s = 60.0
+    p = Processor(schema_topology(), Store(), clock=VirtualClock(), engine=engine, grace_s=1.0)
+    offset = 0
+    for i, t in enumerate(range(0, 400, 5)):
+        p.handle([rec(gpu("node000", t, i), offset)])
+        offset += 1
+        if t % 60 == 0:  # a switch-like stream polled every 60 s
+            p.handle([rec(gpu("leaf0", t, t // 60), offset)])
+            offset += 1
+    assert p.window_span() == pytest.approx(150.0)
+    start, end, _, _ = engine.calls[-1]
+    assert end - start == pytest.approx(150.0)
