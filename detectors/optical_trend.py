@@ -1,16 +1,18 @@
 """A transmitter fading slowly: found by its trend, hours before any threshold (issue 9 item 7).
 
-Per lane it fits tx power against time over the lane's recent history, by weighted least squares with
-the module's temperature as a second regressor, so that a reading that follows the module's
+Per lane it fits tx power against time over the lane's recent history, by weighted least squares
+with the module's temperature as a second regressor, so that a reading that follows the module's
 temperature (the coolant of the day, a job starting or stopping) is not taken for ageing. Each point
-is the lane's median over the engine's ``recent_s`` (one point per such span, so that points share no
-samples), and old points fade with time constant ``tau_s``; the history is kept as running sums, a
-dozen numbers per lane. A lane is falling when the slope's t statistic is below the one-sided
-Student-t quantile at ``alpha`` (the test decides, not a fixed dB/h), its expected crossing of the
-module's own tx low alarm (the 400G-DR4 default without one) lies within ``horizon_s``, and no
-single step between consecutive points carries half the fitted decline (a step is a swap or a
-reseat, which the baseline rules judge, not a drift). The finding is a ``warning`` with cause
-laser_degradation and a forecast: the threshold and ``eta_s`` until the fit reaches it.
+is the lane's median over the samples since the previous point (one point per ``recent_s`` at most;
+points share no sample, since overlapping medians would make the slope look surer than it is, and a
+lane scraped more slowly gets a point per scrape), and old points fade with time constant ``tau_s``;
+the history is kept as running sums, a dozen numbers per lane. A lane is falling when the slope's t
+statistic is below the one-sided Student-t quantile at ``alpha`` (the test decides, not a fixed
+dB/h), its expected crossing of the module's own tx low alarm (the 400G-DR4 default without one)
+lies within ``horizon_s``, and no single step between consecutive points carries half the fitted
+decline (a step is a swap or a reseat, which the baseline rules judge, not a drift). The finding is
+a ``warning`` with cause laser_degradation and a forecast: the threshold and ``eta_s`` until the fit
+reaches it.
 
 A replaced module (new vendor, part or serial number), a link that retrained (``link_down_total``
 rose at either end: a swap for the same part, a reseat), a dark lane and a lane that stops reporting
@@ -137,20 +139,22 @@ class OpticalTrend(Detector):
         if swapped:
             ports = np.asarray(keys.get_level_values(0), dtype=object)
             self._restart(pos[np.isin(ports, list(swapped))])
-        y, x = now.median("tx_power_dbm"), now.median("module_temp_c")
+        y = now.median("tx_power_dbm")
         if self._origin is None:
             self._origin = window.end
         t = window.end - self._origin
-        if window.end - self._point_at >= self.recent_s:  # a new, independent point
+        if window.end - self._point_at >= self.recent_s:  # a new point from samples no point holds yet
+            fresh = keyed(window, "optical", max(self._point_at, window.start) + 1e-6)
             self._point_at = window.end
-            self._add(pos, t, y, x)
+            self._add(pos, t, fresh.median("tx_power_dbm"), fresh.median("module_temp_c"), np.isfinite(y))
         return self._judge(window, now, pos, y)
 
-    def _add(self, pos: np.ndarray, t: float, y: np.ndarray, x: np.ndarray) -> None:
+    def _add(self, pos: np.ndarray, t: float, y: np.ndarray, x: np.ndarray, reported: np.ndarray) -> None:
+        """One point per lane with new samples; a dark lane, or one silent over ``recent_s``, restarts."""
         cfg = self.config
-        dark = ~(y > cfg.loss_of_light_dbm)  # NaN too: a lane that did not report
+        lit = y > cfg.loss_of_light_dbm  # NaN: no new sample since the last point (a slower cadence)
+        dark = ~lit & (np.isfinite(y) | ~reported)
         self._restart(pos[dark])
-        lit = ~dark
         p = pos[lit]
         ref = self._ref[:, p]
         fresh = np.isnan(ref[0])
