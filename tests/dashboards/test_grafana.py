@@ -227,14 +227,16 @@ def test_push_annotates_the_incidents_of_a_duckdb_file(
     from fabricwatch.replay.run import replay
 
     db = tmp_path / "fw.duckdb"
-    replay(Path(__file__).resolve().parents[2] / "replay/library/connector-contamination-4db.jsonl.gz", db=db)
+    library = Path(__file__).resolve().parents[2] / "replay/library"
+    replay(library / "connector-contamination-4db.jsonl.gz", db=db)
+    (expected,) = json.loads((library / "connector-contamination-4db.expected.json").read_text())
     monkeypatch.setenv("FABRICWATCH_GRAFANA_TOKEN", "t0k3n")
     fake = FakeGrafana("t0k3n")
     with serving(fake) as (url, server):
         assert main(["dashboards", "push", "--url", url, "--db", str(db)]) == 0, capsys.readouterr().err
         assert server.problems == []
     (note,) = fake.annotations.values()
-    assert note["tags"][:2] == ["fabricwatch", "inc-0001"] and note["time"] == 1764400090000
+    assert note["tags"][:2] == ["fabricwatch", "inc-0001"] and note["time"] == int(expected["first_seen"] * 1000)
     assert "connector_contamination on link L00005" in note["text"]
 
 
