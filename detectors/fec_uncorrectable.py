@@ -4,8 +4,8 @@ A healthy link's post-FEC error floor is ~1e-15, so uncorrectable codewords with
 a finding (``fec_uncorrectable_min``) once they recur: a burst (a cable moved, a door shut on a
 bundle: REALISM.md, "burst errors make some uncorrectables") fails codewords within one scrape
 interval and is then clean, while a corrupting receiver fails some in most intervals. So the
-codewords must have failed in ``persist_intervals`` intervals and in at least ``persist_share`` of
-the intervals since the first one. Slower, steadier corruption is the corruption detector's (rates
+codewords must have failed in ``persist_intervals`` intervals of the window and in at least
+``persist_share`` of its intervals since the first one. Slower, steadier corruption is the corruption detector's (rates
 accumulated over an hour against CorrOpt's 1e-8). A counter that fell, wrapped or stuck is unknown.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import recent, sig, ts_or
+from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
@@ -41,11 +41,14 @@ class FecUncorrectable(Detector):
         if not now.n:
             return []
         inc = now.increase("fec_uncorrectable_total")
-        st = now.steps("fec_uncorrectable_total")
+        # recurrence over the whole window (it holds ≥ 2 intervals whatever the cadence; same entities)
+        whole = keyed(window, "port")
+        st = whole.steps("fec_uncorrectable_total")
         rose = st.step > 0
         failed_in = np.bincount(st.codes[rose], minlength=now.n)  # intervals with a failed codeword
+        first = whole.increase("fec_uncorrectable_total").first_up
         with np.errstate(invalid="ignore"):
-            since_first = np.bincount(st.codes[st.ts >= inc.first_up[st.codes]], minlength=now.n)
+            since_first = np.bincount(st.codes[st.ts >= first[st.codes]], minlength=now.n)
         recurring = (failed_in >= cfg.persist_intervals) & (failed_in >= cfg.persist_share * since_first)
         flagged = np.flatnonzero((np.nan_to_num(inc.total) >= cfg.fec_uncorrectable_min) & recurring)
         rate = inc.rate()

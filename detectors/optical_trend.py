@@ -144,7 +144,9 @@ class OpticalTrend(Detector):
             self._origin = window.end
         t = window.end - self._origin
         if window.end - self._point_at >= self.recent_s:  # a new point from samples no point holds yet
-            fresh = keyed(window, "optical", max(self._point_at, window.start) + 1e-6)
+            # the recent rows, less those an earlier point already holds
+            overlap = len(now.ts) and self._point_at >= float(now.ts.min())
+            fresh = keyed(window, "optical", self._point_at + 1e-6) if overlap else now
             self._point_at = window.end
             self._add(pos, t, fresh.median("tx_power_dbm"), fresh.median("module_temp_c"), np.isfinite(y))
         return self._judge(window, now, pos, y)
