@@ -23,6 +23,8 @@ from fabricwatch.stream.bus import LocalOffsetsBus, Outgoing, Record, TopicParti
 
 
 class CaptureBus(LocalOffsetsBus):
+    in_produce_order = True  # file order; a seek only moves forward, so a pacer could not hold records back
+
     def __init__(self, capture: Capture) -> None:
         self.capture = capture
         self._lines: Iterator[CapturedRecord] = capture.records()

@@ -49,6 +49,9 @@ class Bus(ABC):
 
     on_assign: Callable[[list[TopicPartition]], None] | None = None
     on_revoke: Callable[[list[TopicPartition]], None] | None = None
+    # polls return records in the order they were produced, across partitions: no partition is ever read
+    # ahead of another, so a loop need not pace them (stream/pacing.py)
+    in_produce_order: bool = False
 
     @abstractmethod
     def produce(self, records: Iterable[Outgoing]) -> None: ...
@@ -115,6 +118,8 @@ class MemoryBus(LocalOffsetsBus):
     Records keep produce order; each topic has ``partitions`` partitions with their own offsets; a
     poll returns records in the order they were produced; commit and seek work as in Kafka.
     """
+
+    in_produce_order = True
 
     def __init__(self, partitions: int = 1) -> None:
         self.partitions = partitions

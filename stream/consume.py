@@ -38,6 +38,7 @@ from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
 from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import finding_record, tick_records
+from fabricwatch.stream.pacing import Pacer
 from fabricwatch.stream.processor import Processor
 
 log = logging.getLogger("fabricwatch.consume")
@@ -109,6 +110,8 @@ class ProcessingLoop:
         self.metrics = processor.metrics
         self.stage_seconds = _stage_counter(self.metrics.registry)
         self._lag_at = 0.0
+        # a backlog's partitions are read within half the sources' lateness of each other (stream/pacing.py)
+        self.pacer = Pacer(bus, processor.clocks.lateness_s / 2)
         bus.on_assign = self._assigned
         bus.on_revoke = self._revoked
 
@@ -132,12 +135,14 @@ class ProcessingLoop:
         behind = {tp: o for tp, o in seeks.items() if committed.get(tp, -1) < o}
         if behind:
             self.bus.commit(behind)
+        self.pacer.forget()
         self.stats.assigned = len(partitions)
         self.stats.joined = True
         log.info("assigned %d partitions, %d sought to stored/committed offsets", len(partitions), len(seeks))
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         # Nothing to store: every polled batch was stored and committed before the next poll.
+        self.pacer.forget(partitions)
         self.stats.assigned = 0
         for topic, partition in partitions:
             with contextlib.suppress(KeyError):
@@ -156,11 +161,30 @@ class ProcessingLoop:
         self.subscribe()
         self.stats.last_poll = started = time.monotonic()
         wait = self.poll_timeout_s if timeout_s is None else timeout_s
+        self.pacer.release_due()
         records = self.bus.poll(max_records=self.max_records, timeout_s=wait)
         if records:
             self.stage_seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
-            self.handle(records)
+            self.handle(self._paced(records))
         return len(records)
+
+    def _paced(self, records: list[Record]) -> list[Record]:
+        """The batch less what runs too far ahead of the slowest partition (held back, read again later)."""
+        limit = self.pacer.limit([((r.topic, r.partition), r.ts) for r in records])
+        if limit is None:
+            self.pacer.handed([((r.topic, r.partition), r.ts) for r in records])
+            return records
+        hold: dict[TopicPartition, tuple[int, float]] = {}
+        keep = []
+        for r in records:
+            tp = (r.topic, r.partition)
+            if tp not in hold and r.ts > limit:
+                hold[tp] = (r.offset, r.ts)
+            if tp not in hold:
+                keep.append(r)
+        self.pacer.hold(hold)
+        self.pacer.handed([((r.topic, r.partition), r.ts) for r in keep])
+        return keep
 
     def drain(self) -> int:
         """Handle batches until a poll comes back empty (a finite or lock-step bus has nothing more);

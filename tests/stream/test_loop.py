@@ -163,3 +163,38 @@ def test_the_demo_exits_non_zero_when_another_producer_mixes_records_in(tmp_path
     assert err.startswith(
         "fabricwatch demo: through the in-memory bus: records mixed in from another producer: the bus delivered "
     ), err
+
+
+@pytest.mark.parametrize("pacing", [True, False])
+def test_a_backlog_read_a_partition_at_a_time_is_paced_so_no_source_looks_silent(tmp_path, pacing) -> None:
+    """A processor restarted on a backlog: Kafka hands it one partition's records minutes ahead of the
+    others'. Paced, it detects what it detects in order (the XID only); unpaced, the sources of the
+    partitions not yet read look silent and open false collector incidents."""
+    from fabricwatch.collectors.sim import Simulator
+    from fabricwatch.detectors.engine import DetectionEngine
+    from fabricwatch.faults import Fault
+    from fabricwatch.stream.keys import outgoing_batched
+    from tests.stream.buses import PartitionAtATimeBus
+
+    topo = generate(64, 8, 8)
+    sim = Simulator(topo, [Fault("gpu_xid", "node003/gpu1", 30.0, options={"xid": 48})], seed=9, interval=5.0)
+    records = [o for _ in range(60) for o in outgoing_batched(sim.step(), topo)]  # 300 s of telemetry
+
+    def incidents(bus: MemoryBus) -> list:
+        bus.produce(records)
+        engine = DetectionEngine(topo)
+        loop = ProcessingLoop(bus, Processor(topo, Store(), clock=VirtualClock(), engine=engine), max_records=500)
+        if bus.partitions > 1 and not pacing:
+            loop.pacer.limit = lambda stamped: None  # type: ignore[method-assign]
+        loop.drain()
+        loop.finish()
+        assert sum(bus.lag().values()) == 0 and not loop.pacer.held
+        return sorted((i.cause, i.location["id"]) for i in engine.incidents())
+
+    in_order = incidents(MemoryBus(1))
+    assert in_order == [("gpu_xid", "node003/gpu1")]
+    skewed = incidents(PartitionAtATimeBus(4))
+    if pacing:
+        assert skewed == in_order
+    else:
+        assert any(cause == "collector_silent" for cause, _ in skewed)  # the failure pacing prevents
