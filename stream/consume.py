@@ -39,7 +39,7 @@ from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import finding_record, tick_records
 from fabricwatch.stream.pacing import Pacer
-from fabricwatch.stream.processor import Processor
+from fabricwatch.stream.processor import Decoded, Processor
 
 log = logging.getLogger("fabricwatch.consume")
 
@@ -165,26 +165,37 @@ class ProcessingLoop:
         records = self.bus.poll(max_records=self.max_records, timeout_s=wait)
         if records:
             self.stage_seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
-            self.handle(self._paced(records))
+            self.handle(*self._paced(records))
         return len(records)
 
-    def _paced(self, records: list[Record]) -> list[Record]:
-        """The batch less what runs too far ahead of the slowest partition (held back, read again later)."""
-        limit = self.pacer.limit([((r.topic, r.partition), r.ts) for r in records])
+    def _paced(self, records: list[Record]) -> tuple[list[Record], list[Decoded]]:
+        """The batch, decoded, less what runs too far ahead of the slowest partition in telemetry time
+        (held back, read again later). A record's own time is the broker's, not the telemetry's."""
+        decoded = [self.processor.decode(r) for r in records]
+        stamped = [
+            ((r.topic, r.partition), ts)
+            for r, m in zip(records, decoded, strict=True)
+            if (ts := self.processor.stamp(m)) is not None
+        ]
+        limit = self.pacer.limit(stamped)
         if limit is None:
-            self.pacer.handed([((r.topic, r.partition), r.ts) for r in records])
-            return records
+            self.pacer.handed(stamped)
+            return records, decoded
         hold: dict[TopicPartition, tuple[int, float]] = {}
-        keep = []
-        for r in records:
+        keep: list[tuple[Record, Decoded]] = []
+        handed: list[tuple[TopicPartition, float]] = []
+        for r, m in zip(records, decoded, strict=True):
             tp = (r.topic, r.partition)
-            if tp not in hold and r.ts > limit:
-                hold[tp] = (r.offset, r.ts)
+            ts = self.processor.stamp(m)
+            if tp not in hold and ts is not None and ts > limit:
+                hold[tp] = (r.offset, ts)
             if tp not in hold:
-                keep.append(r)
+                keep.append((r, m))
+                if ts is not None:
+                    handed.append((tp, ts))
         self.pacer.hold(hold)
-        self.pacer.handed([((r.topic, r.partition), r.ts) for r in keep])
-        return keep
+        self.pacer.handed(handed)
+        return [r for r, _ in keep], [m for _, m in keep]
 
     def drain(self) -> int:
         """Handle batches until a poll comes back empty (a finite or lock-step bus has nothing more);
@@ -212,16 +223,19 @@ class ProcessingLoop:
         self.stats.incidents += len(incidents)
         return incidents
 
-    def handle(self, records: list[Record]) -> None:
+    def handle(self, records: list[Record], decoded: list[Decoded] | None = None) -> None:
         """Store one polled batch exactly once, publish its dead letters and incidents, commit."""
         stored = self.processor.next_offsets
-        fresh = [r for r in records if r.offset >= stored.get((r.topic, r.partition), 0)]
+        is_fresh = [r.offset >= stored.get((r.topic, r.partition), 0) for r in records]
+        fresh = [r for r, f in zip(records, is_fresh, strict=True) if f]
         self.stats.skipped += len(records) - len(fresh)
         if not fresh:
             return
+        if decoded is not None:
+            decoded = [m for m, f in zip(decoded, is_fresh, strict=True) if f]
         seconds = self.stage_seconds
         started = time.monotonic()
-        result = self.processor.handle(fresh)  # raises if storing failed: then nothing is committed
+        result = self.processor.handle(fresh, decoded)  # raises if storing failed: then nothing is committed
         handled = time.monotonic()
         seconds.labels("process").inc(handled - started)
         out = [from_stored(d) for d in result.deadletters]

@@ -47,6 +47,8 @@ from fabricwatch.topology import Topology
 
 log = logging.getLogger("fabricwatch.processor")
 
+Decoded = schema.Message | schema.MessageBatch | DeadLetter  # a record's message, or the dead letter it is
+
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 # A window stretches for slow streams up to this many window_s (5 min at 60 s): REALISM.md has
 # switches scraped every 30-60 s; a source slower than two minutes is judged on one sample a window.
@@ -121,25 +123,48 @@ class Processor:
 
     # --- ingest ---------------------------------------------------------------------------------
 
-    def handle(self, records: Sequence[Record]) -> HandleResult:
+    def decode(self, r: Record) -> Decoded:
+        """One record's message, or the dead letter it becomes."""
+        deadletters: list[DeadLetter] = []
+        message = self._decode(r, deadletters)
+        return deadletters[0] if message is None else message
+
+    def stamp(self, message: Decoded) -> float | None:
+        """The earliest telemetry time a message holds, each source's clock offset taken out (None: no
+        telemetry in it)."""
+        if isinstance(message, DeadLetter):
+            return None
+        if isinstance(message, schema.MessageBatch):
+            stamps = zip(message.source, message.ts, strict=True)
+            return min((ts - self.clocks.offset(source) for source, ts in stamps), default=None)
+        return message.ts - self.clocks.offset(message.source)
+
+    def handle(
+        self,
+        records: Sequence[Record],
+        decoded: Sequence[Decoded] | None = None,
+    ) -> HandleResult:
         """Validate and store one polled batch, running every detection tick as soon as it becomes due.
 
         Records are taken in arrival order; when the watermark over sources passes a tick, the records
         before that point are stored and the tick runs before the rest of the batch is looked at, as a
         live processor polling record by record would: the size of a batch (a replay reads 2,000
-        records at a time) changes neither which rows a tick sees nor when it runs."""
+        records at a time) changes neither which rows a tick sees nor when it runs. ``decoded`` holds
+        each record's :meth:`decode`, where the caller has it already."""
         result = HandleResult()
         offsets = dict(self.next_offsets)
         items: list[tuple[schema.Message | schema.MessageBatch, Record]] = []
         deadletters: list[DeadLetter] = []
         size = 0
-        for r in records:
+        for i, r in enumerate(records):
             tp = (r.topic, r.partition)
             if r.offset + 1 > offsets.get(tp, 0):
                 offsets[tp] = r.offset + 1
             size += len(r.value)
-            message = self._decode(r, deadletters)
-            if message is not None:
+            message = self.decode(r) if decoded is None else decoded[i]
+            if isinstance(message, DeadLetter):
+                deadletters.append(message)
+            else:
                 items.append((message, r))
                 self._observe(message)
                 if self._tick_due():
