@@ -110,8 +110,9 @@ class ProcessingLoop:
         self.metrics = processor.metrics
         self.stage_seconds = _stage_counter(self.metrics.registry)
         self._lag_at = 0.0
-        # a backlog's partitions are read within half the sources' lateness of each other (stream/pacing.py)
-        self.pacer = Pacer(bus, processor.clocks.lateness_s / 2)
+        # a backlog's partitions are read within half the sources' lateness of each other, in telemetry
+        # time (a Kafka record's own time is the broker's): stream/pacing.py
+        self.pacer: Pacer[tuple[Record, Decoded]] = Pacer(bus, processor.clocks.lateness_s / 2, self._stamp)
         bus.on_assign = self._assigned
         bus.on_revoke = self._revoked
 
@@ -162,48 +163,31 @@ class ProcessingLoop:
         self.stats.last_poll = started = time.monotonic()
         wait = self.poll_timeout_s if timeout_s is None else timeout_s
         self.pacer.release_due()
-        records = self.bus.poll(max_records=self.max_records, timeout_s=wait)
+        records = self.bus.poll(max_records=self.max_records, timeout_s=0.0 if self.pacer.pending else wait)
         if records:
             self.stage_seconds.labels("poll").inc(time.monotonic() - started)  # idle waits are not work
-            self.handle(*self._paced(records))
+        items = self.pacer.pace([(r, self.processor.decode(r)) for r in records])
+        if items:
+            self.handle([r for r, _ in items], [m for _, m in items])
+        elif not records:
+            self._seal()  # idle: what the last batches stored still gets sealed on time
         return len(records)
 
-    def _paced(self, records: list[Record]) -> tuple[list[Record], list[Decoded]]:
-        """The batch, decoded, less what runs too far ahead of the slowest partition in telemetry time
-        (held back, read again later). A record's own time is the broker's, not the telemetry's."""
-        decoded = [self.processor.decode(r) for r in records]
-        stamped = [
-            ((r.topic, r.partition), ts)
-            for r, m in zip(records, decoded, strict=True)
-            if (ts := self.processor.stamp(m)) is not None
-        ]
-        limit = self.pacer.limit(stamped)
-        if limit is None:
-            self.pacer.handed(stamped)
-            return records, decoded
-        hold: dict[TopicPartition, tuple[int, float]] = {}
-        keep: list[tuple[Record, Decoded]] = []
-        handed: list[tuple[TopicPartition, float]] = []
-        for r, m in zip(records, decoded, strict=True):
-            tp = (r.topic, r.partition)
-            ts = self.processor.stamp(m)
-            if tp not in hold and ts is not None and ts > limit:
-                hold[tp] = (r.offset, ts)
-            if tp not in hold:
-                keep.append((r, m))
-                if ts is not None:
-                    handed.append((tp, ts))
-        self.pacer.hold(hold)
-        self.pacer.handed(handed)
-        return [r for r, _ in keep], [m for _, m in keep]
+    def _stamp(self, item: tuple[Record, Decoded]) -> tuple[TopicPartition, float | None]:
+        r, message = item
+        return (r.topic, r.partition), self.processor.stamp(message)
 
     def drain(self) -> int:
         """Handle batches until a poll comes back empty (a finite or lock-step bus has nothing more);
         returns the number of records polled."""
         polled = 0
-        while n := self.step():
+        while True:
+            n = self.step()
             polled += n
-        return polled
+            if n == 0 and not self.pacer.pending:
+                if not self.pacer.held:
+                    return polled
+                self.pacer.release_due(everything=True)  # the input is at its end: nothing more to wait for
 
     def run(self, stop: threading.Event) -> LoopStats:
         """The live loop: poll and handle until ``stop`` is set, then close the bus."""

@@ -5,46 +5,81 @@ partitions at different speeds: Kafka fetches one partition's records well ahead
 in fabricwatch is the data's own (watermarks, ticks, silence), so a partition read minutes ahead makes
 the sources of the others look late or silent, and closes ticks before their findings arrive. The
 pacer keeps them together: a record more than ``ahead_s`` past the slowest partition that still has
-records to read (or, for one not read yet, past the start of the batch) is not handed on; its
-partition is sought back to it and paused, and resumed once the slowest has caught up, or once no
-other partition has a backlog (a partition with nothing more to read never holds the others back).
-Live, with no backlog, nothing is ever held.
+records to read (or, for one not read yet, past the start of the batch) is not handed on. It waits in
+memory with the rest of its partition's batch, the partition is paused (no seek: a consumer's fetch
+position never moves back), and both are released once the slowest has caught up, or once no other
+partition has a backlog (a partition with nothing more to read never holds the others back). The
+slowest partition of a batch always hands on its first record, so reading always moves on. Live,
+with no backlog, nothing is ever held; nor on a bus that reads in produce order (memory, a capture).
+
+Records that wait are not stored, so their offsets are not committed: a crash or a revoked partition
+loses nothing, the next owner reads them again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from fabricwatch.stream.bus import Bus, TopicPartition
 
+T = TypeVar("T")
+Stamp = Callable[[T], tuple[TopicPartition, float | None]]  # an item's partition and time (None: no time)
 
-class Pacer:
-    def __init__(self, bus: Bus, ahead_s: float) -> None:
+
+class Pacer(Generic[T]):
+    def __init__(self, bus: Bus, ahead_s: float, stamp: Stamp[T]) -> None:
         self.bus = bus
         self.ahead_s = ahead_s
-        self.held: dict[TopicPartition, float] = {}  # paused partitions -> the time of their first held record
+        self.stamp = stamp
+        self.held: dict[TopicPartition, float] = {}  # paused partitions -> the time of their first waiting item
+        self.waiting: dict[TopicPartition, list[T]] = {}  # their items, in the order read
         self.read: dict[TopicPartition, float] = {}  # the newest time handed on, per partition
+        self._released: list[T] = []  # items of resumed partitions, handed on with the next batch
 
-    def _backlogged(self) -> list[TopicPartition]:
-        """Partitions with records still to read, less the held ones (a bus that cannot tell: none)."""
-        return [tp for tp, n in self.bus.lag().items() if n > 0 and tp not in self.held]
+    @property
+    def pending(self) -> int:
+        """Items released and not yet handed on (a loop keeps going while there are any)."""
+        return len(self._released)
 
-    def _slowest(self, partitions: list[TopicPartition]) -> float | None:
-        """The newest time handed on of the slowest of these (-inf: one not read yet; None: no partition)."""
-        return min((self.read.get(tp, -math.inf) for tp in partitions), default=None)
+    def pace(self, polled: Sequence[T]) -> list[T]:
+        """What of the released items and this poll may be handed on now; the rest waits."""
+        batch, self._released = self._released, []
+        for item in polled:
+            tp, _ = self.stamp(item)
+            if tp in self.held:  # fetched before the pause took effect: behind what already waits
+                self.waiting[tp].append(item)
+            else:
+                batch.append(item)
+        stamps = [self.stamp(item) for item in batch]
+        limit = None if self.bus.in_produce_order else self.limit([(tp, ts) for tp, ts in stamps if ts is not None])
+        keep: list[T] = []
+        waits: dict[TopicPartition, list[T]] = {}
+        for item, (tp, ts) in zip(batch, stamps, strict=True):
+            if tp not in waits and limit is not None and ts is not None and ts > limit:
+                waits[tp] = []
+                self.held[tp] = ts
+            if tp in waits:
+                waits[tp].append(item)
+                continue
+            keep.append(item)
+            if ts is not None and ts > self.read.get(tp, -math.inf):
+                self.read[tp] = ts
+        if waits:
+            self.waiting.update(waits)
+            self.bus.pause(list(waits))
+        return keep
 
     def limit(self, stamped: Sequence[tuple[TopicPartition, float]]) -> float | None:
-        """The newest time this batch may hand on, or None: all of it. ``stamped`` holds each record's
-        partition and time, in the order read. A partition of the batch stands at its first record (so
-        every partition polled moves on, even past a record stamped out of order); one elsewhere with a
-        backlog at what it last handed on (not read yet: at the start of the batch). A bus that reads
-        in produce order (memory, a capture) is never held."""
-        if not stamped or self.bus.in_produce_order:
+        """The newest time this batch may hand on, or None: all of it. ``stamped`` holds each item's
+        partition and time, in the order read. A partition of the batch stands at its first item; one
+        elsewhere with a backlog at what it last handed on (not read yet: at the start of the batch)."""
+        if not stamped:
             return None
         at: dict[TopicPartition, float] = {}
         for tp, ts in stamped:
-            at.setdefault(tp, ts)  # the first record, not the earliest: each partition hands on one at least
+            at.setdefault(tp, ts)
         elsewhere = self._slowest([tp for tp in self._backlogged() if tp not in at])
         if elsewhere is None and len(at) == 1:
             return None  # one partition and nothing else to read: nobody to keep in step with
@@ -53,34 +88,35 @@ class Pacer:
         limit = floor + self.ahead_s
         return limit if any(ts > limit for _, ts in stamped) else None
 
-    def handed(self, stamped: Sequence[tuple[TopicPartition, float]]) -> None:
-        """Note what was handed on."""
-        for tp, ts in stamped:
-            if ts > self.read.get(tp, -math.inf):
-                self.read[tp] = ts
-
-    def hold(self, first_held: dict[TopicPartition, tuple[int, float]]) -> None:
-        """Seek each partition back to its first held record (offset, time) and pause it."""
-        if first_held:
-            self.bus.seek({tp: offset for tp, (offset, _) in first_held.items()})
-            self.bus.pause(list(first_held))
-            self.held.update({tp: ts for tp, (_, ts) in first_held.items()})
-
-    def release_due(self) -> None:
-        """Resume held partitions the slowest has caught up with, or all once no other has a backlog."""
+    def release_due(self, everything: bool = False) -> None:
+        """Resume held partitions the slowest has caught up with, or all once no other has a backlog (or
+        with ``everything``: a finite input at its end)."""
         if not self.held:
             return
-        slowest = self._slowest(self._backlogged())
+        slowest = None if everything else self._slowest(self._backlogged())
         due = [tp for tp, ts in self.held.items() if slowest is None or ts <= slowest + self.ahead_s]
         if due:
             self.bus.resume(due)
             for tp in due:
                 del self.held[tp]
+                self._released += self.waiting.pop(tp)
 
     def forget(self, partitions: Sequence[TopicPartition] | None = None) -> None:
-        """Partitions revoked (or, with None, a new assignment): a new owner starts unpaused."""
-        for tp in list(self.held) if partitions is None else partitions:
+        """Partitions revoked (or, with None, a new assignment): what waits is dropped, not stored, and
+        read again by whoever owns the partition next; a new owner starts unpaused."""
+        gone = set(self.held) | set(self.read) if partitions is None else set(partitions)
+        for tp in gone:
             self.held.pop(tp, None)
+            self.waiting.pop(tp, None)
             self.read.pop(tp, None)
+        self._released = [item for item in self._released if self.stamp(item)[0] not in gone]
         if partitions is None:
-            self.read.clear()
+            self._released = []
+
+    def _backlogged(self) -> list[TopicPartition]:
+        """Partitions with records still to read, less the held ones (a bus that cannot tell: none)."""
+        return [tp for tp, n in self.bus.lag().items() if n > 0 and tp not in self.held]
+
+    def _slowest(self, partitions: list[TopicPartition]) -> float | None:
+        """The newest time handed on of the slowest of these (-inf: one not read yet; None: no partition)."""
+        return min((self.read.get(tp, -math.inf) for tp in partitions), default=None)

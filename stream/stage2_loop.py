@@ -37,7 +37,6 @@ from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import FindingError, Found, TickMark, decode
 from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
-from fabricwatch.stream.pacing import Pacer
 from fabricwatch.stream.stage2 import Joiner
 from fabricwatch.stream.store import Store
 
@@ -117,8 +116,7 @@ class CorrelateLoop:
             joiner.restore(json.loads(state))  # a state this version cannot read fails the start loudly
             log.info("stage 2 state restored from %s: %d ticks closed", store.path, joiner.ticks)
         self._handed = 0  # outbox rows up to this seq are with the bus
-        # a restarted stage 2's partitions are read within half a stall of each other (stream/pacing.py)
-        self.pacer = Pacer(bus, joiner.stall_s / 2)
+        self.held: dict[TopicPartition, float] = {}  # paused partitions -> the tick of their first unread item
         if isinstance(bus, KafkaBus):
             bus.on_assign = self._assigned
             bus.on_revoke = self._revoked
@@ -131,12 +129,13 @@ class CorrelateLoop:
             self.bus.seek(seeks)
         self.stats.assigned = len(partitions)
         self.stats.joined = True
-        self.pacer.forget()  # a new assignment starts unpaused
+        self.held.clear()  # a new assignment starts unpaused
         log.info("assigned %d findings partitions, %d sought to stored offsets", len(partitions), len(seeks))
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         self.stats.assigned = 0
-        self.pacer.forget(partitions)
+        for tp in partitions:
+            self.held.pop(tp, None)
 
     # --- the loop --------------------------------------------------------------------------------------
 
@@ -148,8 +147,8 @@ class CorrelateLoop:
             self.recover()
             while not stop.is_set():
                 self.stats.last_poll = time.monotonic()
-                self.pacer.release_due()
-                self.metrics.held.set(len(self.pacer.held))
+                self.release_due()
+                self.metrics.held.set(len(self.held))
                 records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
                 if records:
                     self.handle(records)
@@ -187,8 +186,7 @@ class CorrelateLoop:
                 items.append((r, decode(r.value)))
             except FindingError as exc:
                 items.append((r, exc))
-        stamped = [((r.topic, r.partition), item.ts) for r, item in items if isinstance(item, (Found, TickMark))]
-        limit = self.pacer.limit(stamped)
+        limit = self._limit(items)
         hold: dict[TopicPartition, tuple[int, float]] = {}  # partition -> (first offset held back, its tick)
         for r, item in items:
             tp = (r.topic, r.partition)
@@ -206,12 +204,13 @@ class CorrelateLoop:
             offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
             late = self.joiner.late
             self.joiner.add(item)
-            self.pacer.handed([(tp, item.ts)])
             self.metrics.late.inc(self.joiner.late - late)
             self.metrics.findings.inc(0 if isinstance(item, TickMark) else 1)
         if hold:
-            self.pacer.hold(hold)
-            self.metrics.held.set(len(self.pacer.held))
+            self.bus.seek({tp: offset for tp, (offset, _) in hold.items()})
+            self.bus.pause(list(hold))
+            self.held.update({tp: ts for tp, (_, ts) in hold.items()})
+            self.metrics.held.set(len(self.held))
         changed = self.joiner.close_due()
         state = json.dumps(self.joiner.snapshot(), sort_keys=True, separators=(",", ":"))
         outgoing = [incident_outgoing(i) for i in changed]
@@ -242,6 +241,47 @@ class CorrelateLoop:
         s.batches += 1
         s.records += len(fresh)
         s.incidents += len(changed)
+
+    # --- pacing: partitions read in step with the joiner's clock ----------------------------------------
+
+    def _limit(self, items: list[tuple[Record, object]]) -> float | None:
+        """The newest tick this batch may feed, or None: feed everything.
+
+        A stage 2 restarted on a backlog reads partitions at different speeds; a partition read far
+        ahead would move the joiner's watermark past ``stall_s`` and close ticks whose findings are still
+        waiting in the others (dropped as late). So, while some other partition still has records to
+        read, nothing more than half of ``stall_s`` past the first open tick is fed: the partition is
+        sought back to that item and paused until the joiner catches up (:meth:`release_due`).
+        """
+        ticks = [item.ts for _, item in items if isinstance(item, (Found, TickMark))]
+        if not ticks:
+            return None
+        start = self.joiner.next_tick if self.joiner.next_tick is not None else min(ticks)
+        limit = start + self.joiner.stall_s / 2
+        if max(ticks) <= limit:
+            return None
+        ahead = {(r.topic, r.partition) for r, item in items if isinstance(item, (Found, TickMark)) and item.ts > limit}
+        backlog = any(n > 0 for tp, n in self.bus.lag().items() if tp not in ahead and tp not in self.held)
+        return limit if backlog else None
+
+    def release_due(self) -> None:
+        """Resume held partitions the joiner has caught up with, or all once no other has a backlog."""
+        if not self.held:
+            return
+        if self.joiner.next_tick is None:
+            due = list(self.held)
+        else:
+            limit = self.joiner.next_tick + self.joiner.stall_s / 2
+            due = [tp for tp, ts in self.held.items() if ts <= limit]
+            if len(due) < len(self.held):
+                others = [n for tp, n in self.bus.lag().items() if tp not in self.held]
+                if not any(n > 0 for n in others):
+                    due = list(self.held)
+        if due:
+            self.bus.resume(due)
+            for tp in due:
+                del self.held[tp]
+            self.metrics.held.set(len(self.held))
 
     # --- the outbox ------------------------------------------------------------------------------------
 

@@ -201,6 +201,7 @@ class KafkaReceiver:
         mine = [KafkaTP(*tp) for tp in partitions if tp in assigned and tp not in self._to_settle]
         if mine:
             consumer.resume(*mine)
+            _drop_parked(consumer, mine)
 
     def assignment(self) -> set[TopicPartition]:
         consumer = self.client()
@@ -265,7 +266,9 @@ class KafkaReceiver:
             self.on_assign(partitions)
         finally:
             if partitions:
-                consumer.resume(*(KafkaTP(*tp) for tp in partitions))
+                resumed = [KafkaTP(*tp) for tp in partitions]
+                consumer.resume(*resumed)
+                _drop_parked(consumer, resumed)
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         """Rebalance listener (IO thread, must not block): ``on_revoke`` sees the partitions going away."""
@@ -281,3 +284,24 @@ class KafkaReceiver:
 
     def _say(self, line: str) -> None:
         say(self.notice, line)
+
+
+def _drop_parked(consumer: KafkaConsumer, partitions: list[KafkaTP]) -> None:
+    """Drop what kafka-python parked for resumed partitions, so they are fetched again.
+
+    kafka-python 3.0 keeps records fetched for a partition that is then paused (its port of KAFKA-7548,
+    dpkp/kafka-python#2981) and skips the partition in every later fetch while they are parked; they
+    go back in line only on a poll that starts with no partition half-read, which on a busy backlog may
+    never come: a paused and resumed partition was then never read again (tests/kafka/test_pause.py).
+    Dropping them costs one fetch: the position never moved past them, so the next fetch reads them
+    again. Private attributes, looked up defensively: a version without them has nothing to drop.
+    """
+    fetcher = getattr(consumer, "_fetcher", None)
+    for name in ("_paused_partition_records", "_paused_completed_fetches"):
+        parked = getattr(fetcher, name, None)
+        if not isinstance(parked, dict):
+            continue
+        for tp in partitions:
+            dropped = parked.pop(tp, None)
+            if dropped is not None and hasattr(dropped, "drain"):
+                dropped.drain()

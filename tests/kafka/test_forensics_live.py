@@ -40,8 +40,11 @@ def test_query_reads_sealed_rows_while_the_processor_writes(kafka, tmp_path, pro
     proc = start_process(kafka.bootstrap, db, kafka.group, "--seal-every", "0.5", "--seal-horizon", "30")
     processes.append(proc)
     wait_until(lambda: committed_total(kafka.bootstrap, kafka.group) == produced, 120, "every record stored")
-    # the processor still runs and holds the file: the query sees the sealed part, and says so
-    sealed = query(db, "SELECT count(DISTINCT ts) AS scrapes, count(*) > 0 AS rows FROM gpu")
+    # the processor still runs and holds the file: the query sees the sealed part (sealing runs every
+    # 0.5 s, so it may follow the last commit by that much), and says so
+    sql = "SELECT count(DISTINCT ts) AS scrapes, count(*) > 0 AS rows FROM gpu"
+    wait_until(lambda: query(db, sql).returncode == 0, 30, "a first sealed segment", 0.5)
+    sealed = query(db, sql)
     assert proc.poll() is None
     assert sealed.returncode == 0, sealed.stderr
     assert "sealed segments only" in sealed.stderr

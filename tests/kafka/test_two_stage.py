@@ -60,13 +60,17 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[int, int, bytes]]:
 
 
 def group_members(bootstrap: str, group: str) -> int:
-    """Members of a stable consumer group (0 while it rebalances)."""
+    """Members of a stable consumer group (0 while it rebalances, or while a new broker has no group
+    coordinator yet)."""
     from kafka import KafkaAdminClient
+    from kafka.errors import CoordinatorNotAvailableError
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fabricwatch-tests")
     try:
         info = admin.describe_groups([group])[group]
         return len(info["members"]) if info["group_state"] == "Stable" else 0
+    except CoordinatorNotAvailableError:
+        return 0
     finally:
         admin.close()
 
