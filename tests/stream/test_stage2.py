@@ -29,6 +29,7 @@ from fabricwatch.stream.stage2 import Joiner
 from fabricwatch.stream.stage2_loop import CorrelateLoop
 from fabricwatch.stream.store import Store
 from fabricwatch.topology import generate
+from tests.stream.buses import PartitionAtATimeBus
 
 TOPO = generate(128, 8, 8)  # two cooling loops of 8 nodes, 8 leaves, spines
 LOOP, SPINE = "cl00", "spine01"
@@ -289,24 +290,6 @@ def test_findings_are_keyed_by_their_fault_domain() -> None:
     assert key("switch", "spine01") == "spine01"
     assert key("cooling_loop", "cl00") == "cl00"
     assert finding_key(Finding("d", "s", "gpu", "node001/gpu3", 0.0, 0.0, "major"), None) == "node001/gpu3"
-
-
-class PartitionAtATimeBus(MemoryBus):
-    """Serves the lowest partition with unread records first, as a fetcher draining one partition's
-    backlog before the next does: a restarted stage 2's partitions drift far apart in tick."""
-
-    def poll(self, max_records: int = 10_000, timeout_s: float = 0.0) -> list[Record]:
-        unread = [
-            r
-            for r in self._log
-            if r.topic in self._topics
-            and (r.topic, r.partition) not in self.paused
-            and r.offset >= self._next_read.get((r.topic, r.partition), 0)
-        ]
-        out = sorted(unread, key=lambda r: (r.partition, r.offset))[:max_records]
-        for r in out:
-            self._next_read[(r.topic, r.partition)] = r.offset + 1
-        return out
 
 
 @pytest.mark.parametrize("pacing", [True, False])
