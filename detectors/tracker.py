@@ -46,6 +46,10 @@ from fabricwatch.incident import Incident
 # Findings that read a state rather than judge a level: link state 0 (link_state), light lost at
 # about -40 dBm or a dark lane (optical_thresholds), a source silent past incident_after_s (liveness).
 STEP_SYMPTOMS = frozenset({"link_down", "loss_of_light", "tx_dark", "collector_silent"})
+# ... and, when critical, the driver's own report that a GPU is broken: an XID of NVIDIA's catalogue
+# that needs a reset or a node drain, or a double-bit ECC error (gpu_xid.xid_critical). Other XIDs
+# (application faults) keep the debounce.
+CRITICAL_STEP_SYMPTOMS = frozenset({"gpu_xid"})
 SILENT_METRIC = "source_silent"
 COLLECTOR_TYPE = "collector_silent"  # resolves with its source's first fresh data: that is the fix
 # An incident that came back after a quiet spell stays open this many times its longest quiet spell
@@ -270,7 +274,10 @@ def incident_key(d: Diagnosis) -> str:
 
 def is_step(d: Diagnosis) -> bool:
     """Whether the diagnosis rests on a step reading (opens at once), not on a noisy judgement."""
-    return any(f.symptom in STEP_SYMPTOMS for f in d.roots)
+    return any(
+        f.symptom in STEP_SYMPTOMS or (f.symptom in CRITICAL_STEP_SYMPTOMS and f.severity == "critical")
+        for f in d.roots
+    )
 
 
 def _entities(d: Diagnosis) -> list[str]:

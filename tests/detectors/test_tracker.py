@@ -157,11 +157,18 @@ def step(cause: str, symptom: str, anchor: str = "link:L1") -> Diagnosis:
     return Diagnosis(cause, entity, ident, anchor, [finding])
 
 
+def xid(severity: str) -> Diagnosis:
+    finding = Finding("gpu_xid", "gpu_xid", "gpu", "n0/gpu1", 0.0, 0.0, severity, ({"metric": "xid", "value": 79},))
+    return Diagnosis("gpu_xid", "gpu", "n0/gpu1", "gpu:n0/gpu1", [finding])
+
+
 STEP_ROWS = [
     # comment, diagnosis, the tick index at which it opens (ticks every 10 s from 0)
     ("a link reading down opens on the first tick", step("link_down", "link_down"), 0),
     ("light lost opens on the first tick", step("fiber_damage", "loss_of_light"), 0),
     ("a dark lane opens on the first tick", step("transceiver_fault", "tx_dark"), 0),
+    ("a critical XID the driver logged opens on the first tick", xid("critical"), 0),
+    ("an XID that is an application's fault keeps the debounce", xid("major"), 3),
     ("a noisy judgement keeps its 30 s debounce", DIRTY, 3),
 ]
 
