@@ -22,9 +22,10 @@ from fabricwatch.records import Finding, Window
 class FecUncorrectableConfig(DetectorConfig):
     fec_uncorrectable_min: int = 1  # uncorrectable codewords in recent_s; healthy post-FEC BER ~1e-15
     # A burst is one event: its codewords fail within one scrape interval. Two intervals is the least
-    # that can show recurrence; half of the intervals since the first is the boundary between errors
-    # that come back most of the time (a corrupting receiver) and isolated events (bursts at the
-    # realistic mix's 0.2 an hour per port fall in ~1 interval in 10,000 at 5 s scrapes).
+    # that can show recurrence; half of the intervals since the first is the midpoint between errors
+    # that come back in every interval (a receiver past its FEC limit fails codewords continuously:
+    # REALISM.md, the uncorrectable cliff) and isolated events, which recur in almost none. Not fitted
+    # to any capture: any burst rate well under one per scrape interval falls far below a half.
     persist_intervals: int = 2
     persist_share: float = 0.5
 
