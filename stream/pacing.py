@@ -3,7 +3,7 @@
 A consumer that starts on a backlog (a restart, a rebalance, a broker that was away) reads its
 partitions at different speeds: Kafka fetches one partition's records well ahead of another's. Time
 in fabricwatch is the data's own (watermarks, ticks, silence), so a partition read minutes ahead makes
-the sources of the others look late or silent, and closes ticks before their findings arrive. The
+the sources of the others look late or silent, and closes detection ticks before their rows arrive. The
 pacer keeps them together: a record more than ``ahead_s`` past the slowest partition that still has
 records to read (or, for one not read yet, past the start of the batch) is not handed on. It waits in
 memory with the rest of its partition's batch, the partition is paused (no seek: a consumer's fetch
@@ -47,18 +47,18 @@ class Pacer(Generic[T]):
         """What of the released items and this poll may be handed on now; the rest waits."""
         if self.bus.in_produce_order:
             return list(polled)  # nothing is ever held: no item need be stamped (the replay's hot path)
-        batch, self._released = self._released, []
+        batch = [(item, self.stamp(item)) for item in self._released]  # stamped again: rare, after a hold
+        self._released = []
         for item in polled:
-            tp, _ = self.stamp(item)
-            if tp in self.held:  # fetched before the pause took effect: behind what already waits
-                self.waiting[tp].append(item)
+            stamp = self.stamp(item)  # once per item: a batch message's stamp reads every row
+            if stamp[0] in self.held:  # fetched before the pause took effect: behind what already waits
+                self.waiting[stamp[0]].append(item)
             else:
-                batch.append(item)
-        stamps = [self.stamp(item) for item in batch]
-        limit = self.limit([(tp, ts) for tp, ts in stamps if ts is not None])
+                batch.append((item, stamp))
+        limit = self.limit([(tp, ts) for _, (tp, ts) in batch if ts is not None])
         keep: list[T] = []
         waits: dict[TopicPartition, list[T]] = {}
-        for item, (tp, ts) in zip(batch, stamps, strict=True):
+        for item, (tp, ts) in batch:
             if tp not in waits and limit is not None and ts is not None and ts > limit:
                 waits[tp] = []
                 self.held[tp] = ts
