@@ -99,14 +99,17 @@ class Stage2:
 
     ``id_prefix`` names the incidents: ``inc-`` in one process (``inc-0001``), ``inc-<instance>-`` for a
     live stage 2, whose counter is saved with its state, so ids stay unique across its restarts and
-    across instances.
+    across instances. ``prune`` (live stage 2) keeps only incidents that can still change in memory
+    and in the snapshot (detectors/tracker.py); in one process every incident is kept for :meth:`incidents`.
     """
 
-    def __init__(self, topology: Topology, config: EngineConfig | None = None, *, id_prefix: str = "inc-") -> None:
+    def __init__(
+        self, topology: Topology, config: EngineConfig | None = None, *, id_prefix: str = "inc-", prune: bool = False
+    ) -> None:
         self.config = config if config is not None else EngineConfig()
         self.topology = topology
         self.correlator = Correlator(topology, self.config)
-        self.tracker = IncidentTracker(self.config, id_prefix=id_prefix)
+        self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.diagnoses: list[Diagnosis] = []  # the last tick's diagnoses, for inspection
         self.unconsumed: dict[str, int] = {}  # the last tick's findings no correlation rule reads, per symptom
 
@@ -120,7 +123,7 @@ class Stage2:
         return self.tracker.update(self.diagnoses, now, silent_entities(findings))
 
     def incidents(self) -> list[Incident]:
-        """Every root incident so far, in id order."""
+        """Every root incident so far, in id order (with ``prune``, those that can still change)."""
         return self.tracker.roots()
 
     def snapshot(self) -> dict[str, Any]:

@@ -33,6 +33,13 @@
 Ids are ``inc-0001``, ``inc-0002``, ... in opening order, keys sorted within a tick: the same sequence
 of diagnoses gives the same incidents byte for byte. A live stage 2 passes ``id_prefix``
 ``inc-<instance>-``; the counter is part of the snapshot, so a restored tracker never reuses an id.
+
+Memory: in one process (demo, replay) the tracker keeps every incident, so :meth:`IncidentTracker.roots`
+lists the whole run. A live stage 2, which saves the snapshot on every batch for months, passes
+``prune=True``: after each tick it forgets what can no longer change (an incident resolved or folded,
+past ``recur_within_s`` of its last sighting so it cannot re-open), which its store already holds
+(every change is returned by :meth:`IncidentTracker.update` and stored). Pruning changes no output of
+``update``; the snapshot holds the open incidents and those that may still come back.
 """
 
 from __future__ import annotations
@@ -61,9 +68,10 @@ LINK_TYPES = frozenset({"link_down", "link_degradation"})  # evidence of an unkn
 
 
 class IncidentTracker:
-    def __init__(self, config: EngineConfig | None = None, *, id_prefix: str = "inc-") -> None:
+    def __init__(self, config: EngineConfig | None = None, *, id_prefix: str = "inc-", prune: bool = False) -> None:
         self.config = config if config is not None else EngineConfig()
         self.id_prefix = id_prefix
+        self.prune = prune  # forget incidents that can no longer change (live stage 2; see the module docstring)
         self._incidents: dict[str, Incident] = {}
         self._meta: dict[str, dict[str, Any]] = {}  # id -> key, anchor, last_seen, covers, folded_into, candidate
         self._open: dict[str, str] = {}  # key -> id of its firing incident
@@ -111,7 +119,26 @@ class IncidentTracker:
                 self._close(iid, now)
                 self._resolved[key] = iid  # may come back: an intermittent fault (see _reattach)
                 changed.add(iid)
-        return [_copy(self._incidents[i]) for i in sorted(changed)]
+        out = [_copy(self._incidents[i]) for i in sorted(changed)]
+        if self.prune:
+            self._forget(now)
+        return out
+
+    def _forget(self, now: float) -> None:
+        """Drop every incident that no later tick can change: neither open nor able to re-open.
+
+        A resolved incident re-opens only through :meth:`_reattach`, when its key's diagnosis returns
+        with ``since - last_seen <= recur_within_s``; ``since`` is the start of the key's pending
+        debounce if one is running, else a later tick than ``now``. Past that, or folded, or no longer
+        its key's last resolved incident, nothing reaches it again: its last change is stored."""
+        for key, iid in list(self._resolved.items()):
+            meta = self._meta[iid]
+            since = self._pending[key][0] if key in self._pending else now
+            if meta["folded_into"] is not None or since - meta["last_seen"] > self.config.recur_within_s:
+                del self._resolved[key]
+        keep = {*self._open.values(), *self._resolved.values()}
+        for iid in [i for i in self._incidents if i not in keep]:
+            del self._incidents[iid], self._meta[iid]
 
     def _hold(self, iid: str) -> float:
         """How long an incident stays open with its diagnosis gone: ``resolve_after_s``, or, for one
@@ -245,7 +272,8 @@ class IncidentTracker:
     # --- views and state ---------------------------------------------------------------------------
 
     def roots(self) -> list[Incident]:
-        """Every root incident so far (folded ones are listed in their root's symptoms), in id order."""
+        """Every root incident so far (folded ones are listed in their root's symptoms), in id order;
+        with ``prune``, only those still open or able to re-open (the store has the others)."""
         return [_copy(self._incidents[i]) for i in sorted(self._incidents) if self._meta[i]["folded_into"] is None]
 
     def snapshot(self) -> dict[str, Any]:

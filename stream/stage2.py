@@ -46,7 +46,11 @@ class Correlating(Protocol):
 
 
 class Joiner:
-    """Buffers findings per tick and closes ticks in order (see the module docstring)."""
+    """Buffers findings per tick and closes ticks in order (see the module docstring).
+
+    Its state, saved on every batch, holds only what is still open: a closed tick's findings and
+    counts leave it (:meth:`_close`), and so does a quiet source (:meth:`close_due`), so it does not
+    grow with the months a stage 2 runs. The engine bounds its own (``Stage2(prune=True)``)."""
 
     def __init__(self, engine: Correlating, *, grace_s: float = 1.0, stall_s: float = 300.0) -> None:
         if not stall_s > 0:
@@ -88,6 +92,12 @@ class Joiner:
         newest = self.watermark
         if newest is None:
             return []
+        # A quiet source is waited for by no tick until it marks again, which adds it back (``add``),
+        # and is never the newest: forgetting it changes nothing, and sources that come and go (a
+        # processor's default name holds its host's, which a pod gets anew at each restart) do not
+        # pile up in the state.
+        for source in [s for s, t in self.latest.items() if t < newest - self.stall_s]:
+            del self.latest[source]
         if self.next_tick is None:
             self.next_tick = min([*self._found, *(t for _, t in self._expected)], default=newest)
         changed: dict[str, Incident] = {}

@@ -123,7 +123,9 @@ class Service:
         except (duckdb.Error, OSError) as exc:
             raise InputError(str(settings.db), f"cannot open the DuckDB file: {_first_line(exc)}") from None
         self.metrics = Stage2Metrics(registry)
-        self.joiner = Joiner(Stage2(topo, settings.engine, id_prefix=f"inc-{self.instance}-"), stall_s=settings.stall)
+        # prune: a service's state is saved on every batch for months; resolved incidents are in its store
+        stage2 = Stage2(topo, settings.engine, id_prefix=f"inc-{self.instance}-", prune=True)
+        self.joiner = Joiner(stage2, stall_s=settings.stall)
 
     def run(self, stop: threading.Event) -> None:
         from fabricwatch.cli.process import retry_until_broker

@@ -201,3 +201,75 @@ def test_a_collector_incident_resolves_with_the_first_fresh_data() -> None:
     )
     (closed,) = t.update([], 80.0)
     assert closed.status == "resolved" and closed.resolved_at == 80.0
+
+
+# --- a live stage 2's tracker forgets what can no longer change (prune=True) ----------------------------
+
+
+def faults_every(spacing_s: float, count: int, present_s: float) -> list[tuple[float, list[Diagnosis]]]:
+    """Ticks every 10 s: fault ``i`` (on its own link) present for ``present_s`` from ``i * spacing_s``,
+    then the run goes on past the last one's ``recur_within_s`` (the default's 1800 s), so it can be pruned."""
+    faults = [diag("connector_contamination", "link", f"X{i}", f"link:X{i}") for i in range(count)]
+    end = int(count * spacing_s + EngineConfig().recur_within_s + EngineConfig().resolve_after_s + 20)
+    return [
+        (float(s), [d for i, d in enumerate(faults) if i * spacing_s <= s < i * spacing_s + present_s])
+        for s in range(0, end, 10)
+    ]
+
+
+def test_a_pruning_tracker_stays_bounded_over_hours_and_returns_exactly_what_a_full_one_does() -> None:
+    """A fault every 5 minutes for 6 simulated hours (72 incidents, each open a minute): the full
+    tracker keeps all 72; the pruning one keeps those open or resolved within ``recur_within_s``."""
+    spacing = 300.0
+    ticks = faults_every(spacing, 72, present_s=60.0)
+    full, pruned = IncidentTracker(), IncidentTracker(prune=True)
+    most = {"incidents": 0, "meta": 0, "resolved": 0}
+    for now, ds in ticks:
+        assert [i.to_dict() for i in pruned.update(ds, now)] == [i.to_dict() for i in full.update(ds, now)]
+        snap = pruned.snapshot()
+        most = {k: max(most[k], len(snap[k])) for k in most}
+    # within recur_within_s of its last sighting an incident may come back: 1800 / 300 = 6 such, +1 for
+    # the one a tick may be past its window and not yet forgotten, +1 open
+    bound = int(EngineConfig().recur_within_s // spacing) + 2
+    assert 0 < most["incidents"] <= bound and most["meta"] <= bound and most["resolved"] <= bound
+    assert len(full.snapshot()["incidents"]) == 72
+    final = pruned.snapshot()
+    assert final["incidents"] == [] and final["meta"] == {} and final["resolved"] == {} and final["next"] == 73
+    assert pruned.roots() == [] and len(full.roots()) == 72
+
+
+def test_an_intermittent_fault_re_attaches_after_a_pruned_snapshot_and_restore() -> None:
+    """DIRTY (on L1) last seen at 40 s comes back at 900 s while faults on other links come and go: the
+    same incident, across a snapshot and restore of the pruning tracker taken while it was resolved.
+    Last seen again at 940 s, it returns with its debounce starting 10 s inside ``recur_within_s`` and
+    opening past it: the pending return keeps it, and it re-attaches again (across a second snapshot
+    and restore, taken once the first other faults are forgotten), as in a tracker that keeps all."""
+    recur = EngineConfig().recur_within_s
+    others = faults_every(300.0, 12, present_s=60.0)  # 12 incidents on links X0..X11, one every 5 minutes
+    dirty = [(0, 50), (900, 950), (int(940 + recur - 10), int(940 + recur + 60))]  # present over [start, end)
+    ticks = [(now, ds + ([DIRTY] if any(a <= now < b for a, b in dirty) else [])) for now, ds in others]
+    whole = run(IncidentTracker(), ticks)
+    tracker, out = IncidentTracker(prune=True), []
+    for lo, hi in [(0, 600), (600, 2400), (2400, float("inf"))]:  # DIRTY resolved at 600, held open at 2400
+        state = json.loads(json.dumps(tracker.snapshot()))
+        tracker = IncidentTracker(prune=True)
+        tracker.restore(state)
+        kept = {i["location"]["id"] for i in state["incidents"]}
+        assert lo == 0 or "L1" in kept  # it may come back: kept
+        assert lo < 2400 or not {"X0", "X1"} & kept  # last seen over recur_within_s ago: forgotten
+        out += run(tracker, [(now, ds) for now, ds in ticks if lo <= now < hi])
+    assert out == whole
+    dirty_changes = [c for tick in whole for c in tick if c["location"]["id"] == "L1"]
+    assert {c["id"] for c in dirty_changes} == {"inc-0001"}  # one incident through both returns
+    assert [c["status"] for c in dirty_changes] == ["firing", "resolved", "firing", "resolved", "firing", "resolved"]
+
+
+def test_a_fault_back_after_recur_within_s_is_new_and_its_old_incident_was_forgotten() -> None:
+    t = IncidentTracker(EngineConfig(recur_within_s=600), prune=True)
+    run(t, [(s, [DIRTY]) for s in (0, 10, 20, 30, 40)])
+    run(t, [(s, []) for s in range(50, 650, 10)])  # resolved at 160; last seen 40: 600 s later, still kept
+    assert [i["id"] for i in t.snapshot()["incidents"]] == ["inc-0001"]
+    run(t, [(650, [])])  # 610 s after its last sighting it cannot come back
+    assert t.snapshot()["incidents"] == []
+    again = run(t, [(s, [DIRTY]) for s in (700, 710, 720, 730)])
+    assert again[3][0]["id"] == "inc-0002"

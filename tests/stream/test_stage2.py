@@ -318,3 +318,79 @@ def test_partitions_read_far_apart_are_paced_so_no_finding_arrives_after_its_tic
         assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == expected
     else:
         assert loop.joiner.late > 0  # the failure pacing prevents
+
+
+# --- a stage 2 that runs for months: its saved state stays bounded ---------------------------------------
+
+
+def test_the_joiners_state_keeps_open_ticks_and_active_sources_only() -> None:
+    """Six simulated hours of ticks from two processors, one of them renamed every hour (a restart under
+    another name): closed ticks leave found/received/expected, and quiet names leave ``latest``."""
+    rec = Recorder()
+    j = Joiner(rec, stall_s=60.0)
+    most = {"found": 0, "received": 0, "expected": 0, "latest": 0}
+    for t in range(10, 6 * 3600, 10):
+        for source in ("a", f"b{t // 3600}"):
+            j.add(Found(float(t), source, finding(id=f"node00{len(source)}/gpu0")))
+            j.add(TickMark(float(t), source, 1))
+        j.close_due()
+        snap = j.snapshot()
+        most = {k: max(most[k], len(snap[k])) for k in most}
+    assert [now for now, _ in rec.ticks] == [t + 1.0 for t in range(10, 6 * 3600, 10)] and j.late == 0
+    # a renamed processor's old name holds ticks back until it is quiet (stall_s = 6 ticks of 10 s, two
+    # sources each); then they close and leave the state, and the old name is forgotten: at most one
+    # old name besides the two live ones, whatever the number of renames
+    assert most == {"found": 6, "received": 2 * 6, "expected": 2 * 6, "latest": 3}
+    snap = j.snapshot()
+    assert snap["found"] == snap["received"] == snap["expected"] == [] and sorted(snap["latest"]) == ["a", "b5"]
+
+
+def gpu_hot_every(spacing_s: float, count: int, present_s: float, end_s: float) -> list[Outgoing]:
+    """One processor's findings: GPU ``i`` hot for ``present_s`` from ``i * spacing_s``, a mark every 10 s."""
+    out: list[Outgoing] = []
+    for t in range(10, int(end_s), 10):
+        hot = [i for i in range(count) if i * spacing_s <= t < i * spacing_s + present_s]
+        found = [(float(t), finding(id=TOPO.gpus[i], first_seen=float(t), last_seen=float(t))) for i in hot]
+        out += tick_records(found, [float(t)], "A", TOPO)
+    return out
+
+
+def live_stage_2(findings: list[Outgoing], prune: bool) -> tuple[MemoryBus, Store, Joiner, int]:
+    """The live loop over ``findings``; also the most incidents its stored state held after a batch."""
+    bus = MemoryBus(PARTITIONS)
+    bus.produce(findings)
+    store = Store(group="stage2")
+    joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-", prune=prune))
+    loop = CorrelateLoop(bus, store, joiner, delivered=lambda: set())
+    bus.subscribe([TOPIC_FINDINGS])
+    most = 0
+    while sum(bus.lag().values()) or loop.held:
+        loop.release_due()  # what CorrelateLoop.run does before each poll: pacing pauses partitions
+        if records := bus.poll(max_records=40):
+            loop.handle(records)
+            most = max(most, len(json.loads(store.engine_state() or "{}")["engine"]["tracker"]["incidents"]))
+    return bus, store, joiner, most
+
+
+def test_a_pruning_stage_2_publishes_the_same_and_its_store_keeps_every_incident() -> None:
+    """A GPU hot for a minute every 10 minutes for two hours through the live loop: stage 2 with
+    ``prune`` publishes exactly what one without does, its stored state holds only the incidents
+    that may still come back (``recur_within_s``), and the incidents table holds all twelve, resolved."""
+    recur = Stage2(TOPO).config.recur_within_s
+    spacing, count = 600.0, 12
+    findings = gpu_hot_every(spacing, count, present_s=60.0, end_s=count * spacing + recur + 300)
+    full_bus, _, full, full_most = live_stage_2(findings, prune=False)
+    bus, store, joiner, most = live_stage_2(findings, prune=True)
+    assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == [r.value for r in full_bus.records(TOPIC_INCIDENTS)]
+    changes = [json.loads(r.value) for r in bus.records(TOPIC_INCIDENTS)]
+    assert len({c["id"] for c in changes}) == count
+    rows = store.con.execute("SELECT id, status FROM incidents ORDER BY id").fetchall()
+    assert rows == [(f"inc-t-{i:04d}", "resolved") for i in range(1, count + 1)]  # pruned, still stored
+    # within recur_within_s of its last sighting an incident may come back: 1800 / 600 = 3 such, +1 for
+    # one a tick past its window and not yet forgotten, +1 open; at the end every one is past it
+    assert full_most == count and len(full.engine.incidents()) == count
+    assert 0 < most <= recur // spacing + 2
+    state = json.loads(store.engine_state() or "{}")
+    assert state["engine"]["tracker"]["incidents"] == [] and state["engine"]["tracker"]["next"] == count + 1
+    assert joiner.engine.incidents() == []
+    assert state["found"] == state["received"] == state["expected"] == []

@@ -76,3 +76,17 @@ def test_serve_role_problems_are_one_line_each(tmp_path, capsys) -> None:
     path = config(tmp_path, "role: both\n")
     code, lines = run(["serve", "--config", str(path)], capsys)
     assert (code, lines) == (2, [f"fabricwatch serve: {path}:3: topology: required for role both"])
+
+
+def test_the_live_stage_2_prunes_its_tracker(tmp_path, capsys) -> None:
+    """``correlate`` and ``serve`` build stage 2 here: its state is saved every batch for months, so
+    its tracker forgets incidents that can no longer change (demo and replay keep them all)."""
+    from fabricwatch.cli.correlate import Service, Settings
+
+    topo = tmp_path / "c.yaml"
+    assert main(["topology", "--gpus", "64", "--out", str(topo)]) == 0
+    service = Service(Settings(bootstrap="127.0.0.1:1", db=tmp_path / "s.duckdb", topology=topo))
+    try:
+        assert service.joiner.engine.tracker.prune
+    finally:
+        service.close()
