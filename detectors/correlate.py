@@ -15,7 +15,10 @@ findings it explains, so a finding is folded into one diagnosis at most:
    Claims everything on that port's link: the root is the GPU, not the link. Otherwise gpu_thermal.
 4a. switch down (switch): more than ``switch_down_min_fraction`` of one switch's links down at once
    (state 0, or dark on every lane), their far ends on two fault domains or more (so no single far
-   node or switch explains them): one switch_fault diagnosis with every link-down folded in. An
+   node or switch explains them): one switch_fault diagnosis with every link-down folded in. The
+   share is of the links read since the outage began, at its widest (``switch_links_down``,
+   detectors/link_state.py): a link neither of whose ends has reported since is unknown, not up, and the
+   last links still down while the switch comes back stay folded into it. An
    outage that begins inside a change ticket of that switch (``maintenance``: planned) is held, never
    paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
@@ -106,7 +109,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "cooling_failure": frozenset({"cooling_loop_warm"} | GPU_HEAT | PORT_HEAT),
     "gpu_xid": frozenset({"gpu_xid"}),
     "gpu_thermal/npo_thermal_coupling": frozenset(GPU_HEAT | PORT_HEAT),
-    "switch_down": frozenset({"link_down", "loss_of_light"}),
+    "switch_down": frozenset({"link_down", "loss_of_light", "switch_links_down"}),
     "link_flap/link_down": frozenset(STATE | {"loss_of_light", "tx_dark"}),
     "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
@@ -341,21 +344,38 @@ class Correlator:
                 device = self.topology.port_device[end]
                 if device in self.switch_links:
                     per_switch.setdefault(device, set()).add(lid)
+        outages: dict[str, list[Finding]] = {}  # switch -> its outage as link_state saw it
+        for f in pool.free(entity="switch", symptoms={"switch_links_down"}):
+            outages.setdefault(f.id, []).append(f)
+
+        def share(switch: str) -> float:
+            """Of the switch's links whose state is known, the share down: link_state's count at the
+            outage's widest (over the links read since it began, summed over the processors that report
+            it), else the links down now over all of them (a source that does not say)."""
+            seen = outages.get(switch)
+            if seen:
+                return sum(f.attrs.get("down", 0) for f in seen) / max(sum(f.attrs.get("read", 0) for f in seen), 1)
+            return len(per_switch[switch]) / (self.switch_links[switch] or 1)
+
+        def domains(switch: str, links: set[str]) -> int:
+            seen = outages.get(switch)
+            now = len({self.far_domain(lid, switch) for lid in links})
+            return max(now, sum(f.attrs.get("domains", 0) for f in seen)) if seen else now
+
         out = []
         taken: set[str] = set()
-        for switch in self.by_share(per_switch):
+        for switch in sorted(per_switch, key=lambda s: (-share(s), s)):
             links = per_switch[switch] - taken
-            total = self.switch_links[switch] or 1
-            if len(links) <= cfg.switch_down_min_fraction * total:
+            if not links or share(switch) <= cfg.switch_down_min_fraction:
                 continue
-            if len({self.far_domain(lid, switch) for lid in links}) < 2:
+            if domains(switch, links) < 2:
                 continue  # one far node or switch explains them: it is the root, not this switch
             taken |= links
             shown = [f for lid in sorted(links) for f in down[lid]]
             onset = min(f.first_seen for f in shown)
             roots = pool.take([f for f in shown if f.symptom == "link_down"] or shown)
             ends = {e for lid in links for e in self._anchor_ends(f"link:{lid}")}
-            rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC))
+            rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC) + outages.get(switch, []))
             d = Diagnosis("switch_fault", "switch", switch, f"switch:{switch}", roots, rest,
                           {f"link:{lid}" for lid in links})  # fmt: skip
             if any(w.covers(switch, onset, cfg.maintenance_slack_s) for w in cfg.maintenance):

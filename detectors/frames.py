@@ -156,6 +156,14 @@ class Keyed:
     def median(self, column: str) -> np.ndarray:
         return self._agg(column, "median")
 
+    def median_where(self, column: str, keep: np.ndarray) -> np.ndarray:
+        """Each entity's median of ``column`` over the rows ``keep`` selects (NaN without one)."""
+        v = np.where(keep, self.values(column), np.nan)
+        out = self._grouped_median(v)
+        if out is None:
+            out = pd.Series(v).groupby(self.codes).median().reindex(range(self.n)).to_numpy(np.float64, na_value=np.nan)
+        return out
+
     def max(self, column: str) -> np.ndarray:
         return self._agg(column, "max")
 

@@ -10,6 +10,15 @@ sample, so one event is not counted twice); a flap that goes down and up between
 only in the counter. Windows overlap, so events are kept by their sample ts in a memory that outlives
 the window (snapshot/restore), which also lets flaps slower than one window add up.
 
+Switch outages: for each switch with a link down, a ``switch_links_down`` finding says how many of its
+links were read since the outage began (either end reported after the first down sample) and how many
+of those are down. Correlation judges "most of a switch's links down" over the links read since then,
+not over all of them: a rebooting switch reports nothing itself, and a far end scraped less often than
+the outage lasts (a spine's gNMI every 60 s, REALISM.md) cannot have seen it yet; such a link's state is
+unknown, neither down nor up. Both ends of a leaf's links are keyed by that leaf, so one processor sees
+all of them; a spine's links are spread over the leaves' partitions, and stage 2 adds the counts of the
+processors that see one of its links down.
+
 Not in the topology: a port that reports but is no link end of the topology file is an inventory
 finding (``port_not_in_topology``, severity warning), never a link_down or a link_flap: most often a
 spare port (a module in a cage with no fibre reads state 0 and rx about -30 to -34 dBm with its low
@@ -26,7 +35,7 @@ import pandas as pd
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Positive
-from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.frames import Keyed, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 
@@ -40,7 +49,7 @@ class LinkStateConfig(DetectorConfig):
 
 class LinkState(Detector):
     name = "link_state"
-    emits = frozenset({"link_down", "link_flap", "port_not_in_topology"})
+    emits = frozenset({"link_down", "link_flap", "port_not_in_topology", "switch_links_down"})
     Config = LinkStateConfig
     config: LinkStateConfig
 
@@ -48,6 +57,8 @@ class LinkState(Detector):
         super().__init__(config, recent_s=recent_s)
         self.events: dict[str, dict[float, int]] = {}  # port -> {sample ts: down events at that sample}
         self.down_since: dict[str, float] = {}  # port -> ts of the first down sample of its current spell
+        # switch -> its current outage: [onset, links down, links read, far domains] at its widest tick
+        self.outages: dict[str, list[float]] = {}
 
     def _remember(self, window: Window) -> None:
         full = keyed(window, "port")
@@ -95,6 +106,7 @@ class LinkState(Detector):
         now = recent(window, "port", self.recent_s)
         known = window.topology.port_link
         out: list[Finding] = []
+        down: list[Finding] = []
         if now.n:
             state = now.last("state")
             full = keyed(window, "port")
@@ -114,7 +126,7 @@ class LinkState(Detector):
                 if port not in known:
                     continue
                 since = self.down_since.get(port, ts_or(first_down[i], last_ts[i]))
-                out.append(
+                down.append(
                     Finding(
                         detector=self.name,
                         symptom="link_down",
@@ -127,6 +139,7 @@ class LinkState(Detector):
                         attrs={"events": sum(self.events.get(port, {}).values())},
                     )
                 )
+            out += down + self._switch_outages(window, down, full)
         for port in sorted(self.events):
             mem = self.events[port]
             count = sum(mem.values())
@@ -150,6 +163,61 @@ class LinkState(Detector):
             )
         return out
 
+    def _switch_outages(self, window: Window, down: list[Finding], full: Keyed) -> list[Finding]:
+        """Per switch with two links or more down (correlation needs their far ends on two fault
+        domains): how many of its links were read since the first of them went down, how many of those
+        are down, on how many far fault domains; the widest tick of the outage is kept until its last
+        link is up, so the stragglers of a switch coming back (hosts not yet scraped) stay its own."""
+        topology = window.topology
+        onset: dict[str, float] = {}
+        links_down: dict[str, set[str]] = {}
+        for f in down:
+            link = topology.port_link[f.id]
+            for end in (link.a, link.b):
+                device = topology.port_device[end]
+                if device in topology.switch_by_name:
+                    onset[device] = min(onset.get(device, np.inf), f.first_seen)
+                    links_down.setdefault(device, set()).add(link.id)
+        self.outages = {sw: o for sw, o in self.outages.items() if sw in onset}
+        last = dict(zip(map(str, full.index), full.last_ts(), strict=True))
+        out = []
+        for switch in sorted(onset):
+            ids = links_down[switch]
+            if len(ids) < 2 and switch not in self.outages:
+                continue
+            links = [topology.port_link[p] for p in topology.ports_of_device(switch) if p in topology.port_link]
+            since = min(onset[switch], self.outages.get(switch, [np.inf])[0])
+            seen = [max(last.get(link.a, -np.inf), last.get(link.b, -np.inf)) for link in links]
+            read = max(sum(1 for t in seen if t >= since), len(ids))
+            far = {
+                topology.gpu_node.get(d, d)
+                for link in links
+                if link.id in ids
+                for d in (topology.port_device[link.a], topology.port_device[link.b])
+                if d != switch
+            }
+            widest = self.outages.get(switch)
+            if widest is None or len(ids) / read > widest[1] / widest[2]:
+                widest = [since, len(ids), read, len(far)]
+            widest[0] = since
+            self.outages[switch] = widest
+            _, n_down, n_read, n_far = widest
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom="switch_links_down",
+                    entity="switch",
+                    id=switch,
+                    first_seen=since,
+                    last_seen=window.end,
+                    severity="warning",
+                    evidence=({"metric": "links_down", "switch": switch, "value": int(n_down), "read": int(n_read)},),
+                    score=n_down / n_read,
+                    attrs={"down": int(n_down), "read": int(n_read), "domains": int(n_far), "down_now": len(ids)},
+                )
+            )
+        return out
+
     def _not_in_topology(self, port: str, state: float, first: float, last: float) -> Finding:
         """An inventory finding: the port reports, the topology has no link on it."""
         value = None if not np.isfinite(state) else int(state)
@@ -169,8 +237,10 @@ class LinkState(Detector):
         return {
             "events": {p: sorted([t, k] for t, k in self.events[p].items()) for p in sorted(self.events)},
             "down_since": dict(sorted(self.down_since.items())),
+            "outages": dict(sorted(self.outages.items())),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.events = {p: {float(t): int(k) for t, k in pairs} for p, pairs in state.get("events", {}).items()}
         self.down_since = {str(p): float(t) for p, t in state.get("down_since", {}).items()}
+        self.outages = {str(s): [float(x) for x in o] for s, o in state.get("outages", {}).items()}

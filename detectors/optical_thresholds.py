@@ -2,12 +2,13 @@
 
 Every module reports its thresholds (``module`` kind); a port whose module never did is judged by the
 defaults of its media type (``media_defaults``), else by the 400GBASE-DR4 defaults of the config.
-Levels are lane medians over ``recent_s``. Below ``loss_of_light_dbm`` a lane is dark: that is loss of
-light, not a low reading. The link budget is checked too, against the other end: tx(far end, same
-lane) − rx(here) above ``link_loss_max_db`` (and ``link_loss_margin_db`` above the fleet's median loss,
-since DOM calibration differs between vendors) means the path between them may eat the light. Absolute
-readings carry each DOM's ±3 dB calibration error (SFF-8472), so a warning or the path loss is
-evidence beside a change or an alarm, never an incident alone (detectors/correlate.py NOT_ALONE).
+Levels are lane medians of the lit readings over ``recent_s``. A lane whose latest reading is below
+``loss_of_light_dbm`` is dark: that is loss of light, not a low reading. The link budget is checked
+too, against the other end: tx(far end, same lane) − rx(here) above ``link_loss_max_db`` (and
+``link_loss_margin_db`` above the fleet's median loss, since DOM calibration differs between vendors)
+means the path between them may eat the light. Absolute readings carry each DOM's ±3 dB calibration
+error (SFF-8472), so a warning or the path loss is evidence beside a change or an alarm, never an
+incident alone (detectors/correlate.py NOT_ALONE).
 """
 
 from __future__ import annotations
@@ -66,16 +67,23 @@ class OpticalThresholds(Detector):
             return []
         full = keyed(window, "optical")
         th = module_thresholds(window, now.index, cfg)
-        rx, tx = now.median("rx_power_dbm"), now.median("tx_power_dbm")
-        bias, temp = now.median("bias_ma"), now.median("module_temp_c")
+        # Dark is a state, like a link's: the latest reading says whether the lane is dark now (as
+        # link_state reads the latest state), and a dark reading is no level, so the levels judged
+        # against the thresholds are medians of the lit readings only. A median over dark and lit
+        # readings alike would hold a lane dark for half the window after its light came back.
         dark = np.full(now.n, cfg.loss_of_light_dbm)
+        rx_last, tx_last = now.last("rx_power_dbm"), now.last("tx_power_dbm")
+        with np.errstate(invalid="ignore"):
+            rx = now.median_where("rx_power_dbm", now.values("rx_power_dbm") > cfg.loss_of_light_dbm)
+            tx = now.median_where("tx_power_dbm", now.values("tx_power_dbm") > cfg.loss_of_light_dbm)
+        bias, temp = now.median("bias_ma"), now.median("module_temp_c")
         out: list[Finding] = []
         rxa, rxw = th["rx_power_low_alarm_dbm"], th["rx_power_low_warn_dbm"]
         txa, txw = th["tx_power_low_alarm_dbm"], th["tx_power_low_warn_dbm"]
         ba, bw = th["bias_high_alarm_ma"], th["bias_high_warn_ma"]
         ta, tw = th["temp_high_alarm_c"], th["temp_high_warn_c"]
         with np.errstate(invalid="ignore"):
-            dark_rx, dark_tx = rx <= dark, tx <= dark
+            dark_rx, dark_tx = rx_last <= dark, tx_last <= dark
             rx_alarm, tx_alarm, rx_warn, tx_warn = rx < rxa, tx < txa, rx < rxw, tx < txw
             bias_alarm, temp_alarm, bias_warn, temp_warn = bias >= ba, temp >= ta, bias >= bw, temp >= tw
             peer = now.peer_positions(window.topology.port_peer)
@@ -91,10 +99,10 @@ class OpticalThresholds(Detector):
             lossy = lit & (loss >= budget)
         rules = (
             # symptom, severity, metric, value, mask, level, below
-            ("loss_of_light", "critical", "rx_power_dbm", rx, dark_rx, dark + 1e-9, True),
+            ("loss_of_light", "critical", "rx_power_dbm", rx_last, dark_rx, dark + 1e-9, True),
             ("rx_power_low_alarm", "major", "rx_power_dbm", rx, ~dark_rx & rx_alarm, rxa, True),
             ("rx_power_low_warn", "minor", "rx_power_dbm", rx, ~rx_alarm & rx_warn, rxw, True),
-            ("tx_dark", "critical", "tx_power_dbm", tx, dark_tx, dark + 1e-9, True),
+            ("tx_dark", "critical", "tx_power_dbm", tx_last, dark_tx, dark + 1e-9, True),
             ("tx_power_low_alarm", "major", "tx_power_dbm", tx, ~dark_tx & tx_alarm, txa, True),
             ("tx_power_low_warn", "minor", "tx_power_dbm", tx, ~tx_alarm & tx_warn, txw, True),
             ("bias_high_alarm", "major", "bias_ma", bias, bias_alarm, ba, False),
