@@ -99,6 +99,10 @@ class EngineConfig(Config):
     # how early an outage may seem to begin before its window: its far ends' clocks and scrapes (hosts
     # are scraped every few seconds, switches every 30-60 s, REALISM.md)
     maintenance_slack_s: Positive = 60.0
+    # The far ends of one switch outage see it within their slowest scrape interval of each other
+    # (switches' gNMI every 30-60 s, REALISM.md): a link down for longer before the outage began is a
+    # fault of its own, never folded into the switch's.
+    switch_down_spread_s: Positive = 60.0
     loop_hot_min_gpus: Count = 4  # a loop with this many GPUs hot (gpu_temp) ...
     loop_hot_min_fraction: Fraction = 0.25  # ... being at least this share of its GPUs is a cooling failure
 

@@ -53,6 +53,7 @@ never dropped silently.
 from __future__ import annotations
 
 import logging
+import statistics
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -362,17 +363,29 @@ class Correlator:
             now = len({self.far_domain(lid, switch) for lid in links})
             return max(now, sum(f.attrs.get("domains", 0) for f in seen)) if seen else now
 
+        def began(switch: str) -> float:
+            """When the outage began: link_state's (detectors/link_state.py), else the median first
+            sight of its links down."""
+            seen = outages.get(switch)
+            if seen:
+                return min(f.first_seen for f in seen)
+            return float(statistics.median(min(f.first_seen for f in down[lid]) for lid in per_switch[switch]))
+
         out = []
         taken: set[str] = set()
         for switch in sorted(per_switch, key=lambda s: (-share(s), s)):
-            links = per_switch[switch] - taken
+            onset = began(switch)
+            links = {  # a link down since well before the outage is a fault of its own
+                lid
+                for lid in per_switch[switch] - taken
+                if min(f.first_seen for f in down[lid]) >= onset - cfg.switch_down_spread_s
+            }
             if not links or share(switch) <= cfg.switch_down_min_fraction:
                 continue
             if domains(switch, links) < 2:
                 continue  # one far node or switch explains them: it is the root, not this switch
             taken |= links
             shown = [f for lid in sorted(links) for f in down[lid]]
-            onset = min(f.first_seen for f in shown)
             roots = pool.take([f for f in shown if f.symptom == "link_down"] or shown)
             ends = {e for lid in links for e in self._anchor_ends(f"link:{lid}")}
             rest = pool.take(pool.free(entity="port", ids=ends, exclude=TRAFFIC) + outages.get(switch, []))

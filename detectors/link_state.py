@@ -17,7 +17,9 @@ not over all of them: a rebooting switch reports nothing itself, and a far end s
 the outage lasts (a spine's gNMI every 60 s, REALISM.md) cannot have seen it yet; such a link's state is
 unknown, neither down nor up. Both ends of a leaf's links are keyed by that leaf, so one processor sees
 all of them; a spine's links are spread over the leaves' partitions, and stage 2 adds the counts of the
-processors that see one of its links down.
+processors that see one of its links down. The link-down events of an outage that wide (more than
+``switch_wide_fraction`` of the known links, on two far fault domains or more) are the switch's: they
+make no link a flapping one (a module swapped minutes before a leaf's maintenance is no flap).
 
 Not in the topology: a port that reports but is no link end of the topology file is an inventory
 finding (``port_not_in_topology``, severity warning), never a link_down or a link_flap: most often a
@@ -34,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Positive
+from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Fraction, Positive
 from fabricwatch.detectors.frames import Keyed, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
@@ -45,6 +47,12 @@ class LinkStateConfig(DetectorConfig):
     # how long a port's down spell is remembered without a sample saying so (a silent source): a day,
     # so a long outage keeps its start; memory only (one float per down port)
     down_memory_s: Positive = 86400.0
+    # An outage with more than this share of its switch's known links down is the switch's (correlation's
+    # switch_down_min_fraction, rule 4a): the link-down events it caused make no link a flapping one.
+    switch_wide_fraction: Fraction = 0.5
+    # The far ends of one switch outage see it within their slowest scrape interval of each other
+    # (switches' gNMI every 30-60 s, REALISM.md; correlation's switch_down_spread_s)
+    outage_spread_s: Positive = 60.0
 
 
 class LinkState(Detector):
@@ -55,32 +63,36 @@ class LinkState(Detector):
 
     def __init__(self, config: LinkStateConfig | None = None, *, recent_s: float = RECENT_S) -> None:
         super().__init__(config, recent_s=recent_s)
-        self.events: dict[str, dict[float, int]] = {}  # port -> {sample ts: down events at that sample}
+        # port -> {sample ts: [down events at that sample, seconds since the sample before]}
+        self.events: dict[str, dict[float, list[float]]] = {}
         self.down_since: dict[str, float] = {}  # port -> ts of the first down sample of its current spell
         # switch -> its current outage: [onset, links down, links read, far domains] at its widest tick
         self.outages: dict[str, list[float]] = {}
+        # switch -> [onset, last seen] of its recent outages wide enough to be the switch's
+        self.wide: dict[str, list[list[float]]] = {}
 
     def _remember(self, window: Window) -> None:
         full = keyed(window, "port")
         if not full.n:
             return
-        found: dict[tuple[int, float], int] = {}
+        found: dict[tuple[int, float], list[float]] = {}  # (port code, sample ts) -> [events, dt]
         st = full.steps("link_down_total")
         up = st.step > 0
-        for c, t, k in zip(st.codes[up], st.ts[up], st.step[up], strict=True):
-            found[(int(c), float(t))] = int(k)
+        for c, t, k, dt in zip(st.codes[up], st.ts[up], st.step[up], st.dt[up], strict=True):
+            found[(int(c), float(t))] = [int(k), float(dt)]
         state = full.values("state")
         ok = ~np.isnan(state)
         c, t, s = full.codes[ok], full.ts[ok], state[ok]
         fell = (c[1:] == c[:-1]) & (s[:-1] >= 1) & (s[1:] == 0)
-        for code, when in zip(c[1:][fell], t[1:][fell], strict=True):
+        for code, when, dt in zip(c[1:][fell], t[1:][fell], np.diff(t)[fell], strict=True):
             key = (int(code), float(when))
-            found[key] = max(found.get(key, 0), 1)
-        for (code, when), count in found.items():
+            found[key] = [max(found.get(key, [0])[0], 1), float(dt)]
+        for (code, when), (count, dt) in found.items():
             port = str(full.index[code])
             mem = self.events.setdefault(port, {})
-            mem[when] = max(mem.get(when, 0), count)
+            mem[when] = [max(mem.get(when, [0])[0], count), dt]
         horizon = window.end - self.config.flap_memory_s
+        self.wide = {sw: kept for sw, spans in self.wide.items() if (kept := [x for x in spans if x[1] >= horizon])}
         for port in list(self.events):
             kept = {t: k for t, k in self.events[port].items() if t >= horizon}
             if kept:
@@ -136,14 +148,16 @@ class LinkState(Detector):
                         last_seen=float(last_ts[i]),
                         severity="critical",
                         evidence=({"metric": "state", "port": port, "value": 0},),
-                        attrs={"events": sum(self.events.get(port, {}).values())},
+                        attrs={"events": int(sum(k for k, _ in self.events.get(port, {}).values()))},
                     )
                 )
             out += down + self._switch_outages(window, down, full)
         for port in sorted(self.events):
-            mem = self.events[port]
-            count = sum(mem.values())
-            if count < cfg.flap_min_events or port not in known:
+            if port not in known:
+                continue
+            mem = self._own_events(port, window)
+            count = int(sum(mem.values()))
+            if count < cfg.flap_min_events:
                 continue
             out.append(
                 Finding(
@@ -163,21 +177,35 @@ class LinkState(Detector):
             )
         return out
 
+    def _own_events(self, port: str, window: Window) -> dict[float, float]:
+        """The port's remembered link-down events, less those its switch's outage caused: an event
+        whose down happened (between its sample and the one before) within a wide outage of a switch
+        at either end of the link."""
+        topology = window.topology
+        link = topology.port_link[port]
+        spans = [x for end in (link.a, link.b) for x in self.wide.get(topology.port_device[end], ())]
+        return {t: k for t, (k, dt) in self.events[port].items() if not any(t >= a and t - dt <= b for a, b in spans)}
+
     def _switch_outages(self, window: Window, down: list[Finding], full: Keyed) -> list[Finding]:
         """Per switch with two links or more down (correlation needs their far ends on two fault
-        domains): how many of its links were read since the first of them went down, how many of those
-        are down, on how many far fault domains; the widest tick of the outage is kept until its last
-        link is up, so the stragglers of a switch coming back (hosts not yet scraped) stay its own."""
+        domains): how many of its links were read since the outage began (the first start of its links'
+        down spells within ``outage_spread_s`` of their median), how many of those are down, on how
+        many far fault domains; the widest tick of the outage is kept until its last link is up, so the
+        stragglers of a switch coming back (hosts not yet scraped) stay its own."""
         topology = window.topology
-        onset: dict[str, float] = {}
+        starts: dict[str, list[float]] = {}  # switch -> the start of each of its down links' spells
         links_down: dict[str, set[str]] = {}
         for f in down:
             link = topology.port_link[f.id]
             for end in (link.a, link.b):
                 device = topology.port_device[end]
-                if device in topology.switch_by_name:
-                    onset[device] = min(onset.get(device, np.inf), f.first_seen)
+                if device in topology.switch_by_name and link.id not in links_down.get(device, ()):
+                    starts.setdefault(device, []).append(f.first_seen)
                     links_down.setdefault(device, set()).add(link.id)
+        # the outage began when the first of the links that went down with most of them did: a link
+        # down for longer than the spread before is a fault of its own
+        spread = self.config.outage_spread_s
+        onset = {sw: min(x for x in t if x >= np.median(t) - spread) for sw, t in starts.items()}
         self.outages = {sw: o for sw, o in self.outages.items() if sw in onset}
         last = dict(zip(map(str, full.index), full.last_ts(), strict=True))
         out = []
@@ -186,7 +214,7 @@ class LinkState(Detector):
             if len(ids) < 2 and switch not in self.outages:
                 continue
             links = [topology.port_link[p] for p in topology.ports_of_device(switch) if p in topology.port_link]
-            since = min(onset[switch], self.outages.get(switch, [np.inf])[0])
+            since = onset[switch]
             seen = [max(last.get(link.a, -np.inf), last.get(link.b, -np.inf)) for link in links]
             read = max(sum(1 for t in seen if t >= since), len(ids))
             far = {
@@ -199,9 +227,14 @@ class LinkState(Detector):
             widest = self.outages.get(switch)
             if widest is None or len(ids) / read > widest[1] / widest[2]:
                 widest = [since, len(ids), read, len(far)]
-            widest[0] = since
             self.outages[switch] = widest
-            _, n_down, n_read, n_far = widest
+            since, n_down, n_read, n_far = widest
+            if n_down / n_read > self.config.switch_wide_fraction and n_far >= 2:
+                spans = self.wide.setdefault(switch, [])
+                if spans and spans[-1][0] == since:
+                    spans[-1][1] = window.end
+                else:
+                    spans.append([since, window.end])
             out.append(
                 Finding(
                     detector=self.name,
@@ -235,12 +268,17 @@ class LinkState(Detector):
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "events": {p: sorted([t, k] for t, k in self.events[p].items()) for p in sorted(self.events)},
+            "events": {p: sorted([t, *e] for t, e in self.events[p].items()) for p in sorted(self.events)},
             "down_since": dict(sorted(self.down_since.items())),
             "outages": dict(sorted(self.outages.items())),
+            "wide": dict(sorted(self.wide.items())),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.events = {p: {float(t): int(k) for t, k in pairs} for p, pairs in state.get("events", {}).items()}
+        self.events = {  # [t, events] from a snapshot before dt was kept: the down was at its sample
+            p: {float(t): [int(k), float(dt[0]) if dt else 0.0] for t, k, *dt in pairs}
+            for p, pairs in state.get("events", {}).items()
+        }
+        self.wide = {str(sw): [[float(a), float(b)] for a, b in spans] for sw, spans in state.get("wide", {}).items()}
         self.down_since = {str(p): float(t) for p, t in state.get("down_since", {}).items()}
         self.outages = {str(s): [float(x) for x in o] for s, o in state.get("outages", {}).items()}

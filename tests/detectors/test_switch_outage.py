@@ -101,3 +101,20 @@ def test_the_outage_survives_a_restart_of_the_detector() -> None:
     after.restore(before.snapshot())
     (share,) = [f for f in after.detect(tl.window(160)) if f.symptom == "switch_links_down"]
     assert share.attrs["down"] == 16 and share.attrs["read"] == 16 and share.attrs["down_now"] == 3
+
+
+def test_the_link_down_events_of_a_switch_outage_make_no_link_flap() -> None:
+    """A module swapped at 40 s (one down sample) and the leaf's reboot at 100 s: two events on that
+    link within five minutes, but the second is the switch's. A link that goes down twice on its own
+    on the same leaf still flaps."""
+    tl = Timeline(TOPO, duration=200, seed=3)
+    swapped, flapping = HOST_ENDS[5], HOST_ENDS[9]
+    tl.put("port", "state", 0, start=40, end=45, port=swapped)
+    for start in (30, 60):
+        tl.put("port", "state", 0, start=start, end=start + 5, port=flapping)
+    outage(tl)
+    detector = detector_class("link_state")()
+    for t in tl.ticks(10.0, 60.0):
+        found = {(f.symptom, f.id) for f in detector.detect(tl.window(t))}
+        assert ("link_flap", swapped) not in found, t
+    assert ("link_flap", flapping) in found
