@@ -1,7 +1,7 @@
-"""The realistic fleet mix: every pathology of DESIGN §4b at a plausible rate, for ``simulate --realistic``.
+"""The realistic fleet mix: every pathology of DESIGN §4b at a plausible rate: the default fleet of
+``demo`` and ``simulate`` (``--tidy`` for none; unit tests build their own worlds).
 
-Opt-in: the demo and the unit tests keep the tidy world (no pathologies) until detection copes with
-this. Rates follow REALISM.md where it has a number and are otherwise a plausible guess, named here.
+Rates follow REALISM.md where it has a number and are otherwise a plausible guess, named here.
 """
 
 from __future__ import annotations

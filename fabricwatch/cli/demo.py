@@ -19,9 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="simulate a supernode with injected faults through the whole pipeline",
-        description="Simulate a 1024-GPU supernode (by default) with a few injected faults of different "
-        "causes, run it through the whole pipeline on the in-memory bus (validation, DuckDB, detection), and "
-        "report the incidents against the injected ground truth.",
+        description="Simulate a 1024-GPU supernode (by default) shaped like a production fleet, with a few "
+        "injected faults of different causes, run it through the whole pipeline on the in-memory bus "
+        "(validation, DuckDB, detection), and report the incidents against the injected ground truth.",
     )
     p.add_argument("--gpus", type=int, default=1024, help="GPUs in the supernode (default 1024)")
     p.add_argument("--rails", type=int, choices=(4, 8), default=8, help="rails (default 8)")
@@ -30,10 +30,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=positive_float, default=5.0, help="scrape interval, s (default 5)")
     p.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     p.add_argument("--faults", type=Path, metavar="FILE", help="fault spec YAML instead of the default faults")
-    p.add_argument(
+    world = p.add_mutually_exclusive_group()
+    world.add_argument(
         "--realistic",
         action="store_true",
-        help="shape the telemetry like a production fleet: every pathology of DESIGN §4b (fabricwatch.realistic)",
+        help="shape the telemetry like a production fleet: every pathology of DESIGN §4b (fabricwatch.realistic); "
+        "the default, unless the fault file has pathologies of its own (then added to them)",
+    )
+    world.add_argument(
+        "--tidy",
+        action="store_true",
+        help="the simulator's tidy world: one clock, every column, no pathology (unit tests' world)",
     )
     p.add_argument("--db", type=Path, default=Path("out/demo.duckdb"), help="DuckDB file (default out/demo.duckdb)")
     p.add_argument(
@@ -56,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.faults, topo) if args.faults else None
     faults = list(plan.faults) if plan else default_faults(topo)
     pathologies = list(plan.pathologies) if plan else []
-    if args.realistic:
+    if args.realistic or not (args.tidy or pathologies):
         from fabricwatch.realistic import realistic
 
         pathologies += realistic(topo, args.seed, horizon=args.duration)

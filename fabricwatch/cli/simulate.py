@@ -27,11 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=positive_float, default=5.0, metavar="S", help="scrape interval (default 5)")
     p.add_argument("--seed", type=non_negative_int, metavar="N", help="random seed (overrides the fault file's)")
     p.add_argument("--out", type=Path, required=True, metavar="CAPTURE", help="capture file to write")
-    p.add_argument(
+    world = p.add_mutually_exclusive_group()
+    world.add_argument(
         "--realistic",
         action="store_true",
-        help="add production's mess: every pathology of DESIGN §4b at a plausible rate (the fault file's "
-        "own pathologies are replaced)",
+        help="production's mess: every pathology of DESIGN §4b at a plausible rate, replacing the fault file's "
+        "own pathologies (the default when the fault file has none)",
+    )
+    world.add_argument(
+        "--tidy",
+        action="store_true",
+        help="the simulator's tidy world: one clock, every column, no pathology (unit tests' world)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -44,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     plan = faults.load_plan(args.faults, topo) if args.faults else faults.FaultPlan(0, ())
     if args.seed is not None:
         plan = dataclasses.replace(plan, seed=args.seed)
-    if args.realistic:
+    if args.realistic or not (args.tidy or plan.pathologies):
         plan = dataclasses.replace(plan, pathologies=tuple(realistic(topo, plan.seed, args.duration)))
     started = time.perf_counter()
     written = simulate_capture(topo, plan, args.duration, args.interval, args.out, progress=not args.quiet)

@@ -70,11 +70,14 @@ def test_the_demo_shapes_its_telemetry_with_the_given_pathologies(tmp_path):
     assert 0 < messy.rows < tidy.rows and messy.rows == messy.produced_rows
 
 
-def test_demo_command_realistic_names_the_pathologies_it_applies(tmp_path, capsys, monkeypatch):
+def test_demo_command_is_realistic_by_default_and_names_the_pathologies_it_applies(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
-    code = main(["demo", "--gpus", "64", "--duration", "60", "--realistic", "--db", str(tmp_path / "d.duckdb")])
+    code = main(["demo", "--gpus", "64", "--duration", "60", "--db", str(tmp_path / "d.duckdb")])
     out = capsys.readouterr().out
     assert code == 0, out
     line = next(x for x in out.splitlines() if "shaped like production:" in x)
     for kind in ("clock_skew", "collector_outage", "maintenance", "spare_port"):
         assert kind in line
+    code = main(["demo", "--gpus", "64", "--duration", "60", "--tidy", "--db", str(tmp_path / "t.duckdb")])
+    out = capsys.readouterr().out
+    assert code == 0 and "shaped like production" not in out, out

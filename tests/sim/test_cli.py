@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_simulate_writes_a_readable_capture(fabricwatch, cluster, tmp_path, name
     out = tmp_path / name
     status, err = fabricwatch(
         "simulate", "--topology", str(cluster), "--faults", str(faults), "--duration", "30", "--interval", "5",
-        "--out", str(out), "--quiet",
+        "--out", str(out), "--quiet", "--tidy",  # the tidy world's grid: every scrape, counted below
     )  # fmt: skip
     assert status == 0, err
     assert f"wrote {out}" in err
@@ -187,3 +188,16 @@ def test_capture_lines_are_json_messages(fabricwatch, cluster, tmp_path) -> None
     lines = out.read_text().splitlines()
     assert json.loads(lines[0])["truth"] == []
     assert all(json.loads(line)["value"]["schema"] == schema.SCHEMA for line in lines[1:])
+
+
+def test_simulate_shapes_a_fleet_like_production_unless_told_tidy(fabricwatch, cluster, tmp_path) -> None:
+    """The default fleet is the realistic mix (DESIGN §4b); ``--tidy`` is the unit tests' world."""
+    faults = write(tmp_path, "faults.yaml", FAULTS)
+    said = {}
+    for world in ("", "--tidy"):
+        args = ["--topology", str(cluster), "--faults", str(faults), "--duration", "10", "--quiet"]
+        status, err = fabricwatch("simulate", *args, "--out", str(tmp_path / f"w{world}.jsonl"), *filter(None, [world]))
+        assert status == 0, err
+        said[world] = err
+    assert re.search(r"\(2 faults, [1-9]\d* pathologies, seed", said[""]), said[""]
+    assert "(2 faults, 0 pathologies, seed" in said["--tidy"], said["--tidy"]
