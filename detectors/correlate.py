@@ -21,6 +21,7 @@ findings it explains, so a finding is folded into one diagnosis at most:
    last links still down while the switch comes back stay folded into it. An
    outage that begins inside a change ticket of that switch (``maintenance``: planned) is held, never
    paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
+   Its collector, silent through the reboot (rule 8), is held the same way.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
    loss) that are sustained (the BER up or frames lost, not failed codewords alone: a burst) with
@@ -254,7 +255,12 @@ class Correlator:
         out += self._corruption(pool, out)
         out += self._forecasts(pool)
         out += self._traffic(pool)
-        out += collector_diagnoses(pool)  # a silent source: its own incident, apart from the fabric
+        for d in collector_diagnoses(pool):  # a silent source: its own incident, apart from the fabric
+            onset = min(f.first_seen for f in d.roots)
+            if any(w.covers(d.id, onset, self.config.maintenance_slack_s) for w in self.config.maintenance):
+                self.held.append(d)  # a switch silent through its change ticket's reboot: planned
+            else:
+                out.append(d)
         return sorted(out, key=lambda d: d.key)
 
     def _count_unconsumed(self, findings: list[Finding]) -> None:

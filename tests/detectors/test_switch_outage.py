@@ -118,3 +118,16 @@ def test_the_link_down_events_of_a_switch_outage_make_no_link_flap() -> None:
         found = {(f.symptom, f.id) for f in detector.detect(tl.window(t))}
         assert ("link_flap", swapped) not in found, t
     assert ("link_flap", flapping) in found
+
+
+@pytest.mark.parametrize(("ticket", "paged"), [((90.0, 400.0), False), ((0.0, 50.0), True)])
+def test_a_switch_silent_through_its_change_ticket_pages_nobody(ticket: tuple, paged: bool) -> None:
+    from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
+
+    silent = Finding("liveness", "collector_silent", "collector", LEAF, 100.0, 100.0, "major",
+                     ({"metric": "silent_s", "source": LEAF, "value": 90},), attrs={"incident": True})  # fmt: skip
+    config = EngineConfig(maintenance=[MaintenanceWindow(switch=LEAF, start=ticket[0], end=ticket[1])])
+    correlator = Correlator(TOPO, config)
+    diagnoses = correlator.correlate([silent])
+    assert [(d.cause, d.id) for d in diagnoses] == ([("collector_silent", LEAF)] if paged else [])
+    assert [d.id for d in correlator.held] == ([] if paged else [LEAF])
