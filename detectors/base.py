@@ -8,6 +8,11 @@ incidents; a detector only says what it saw, where, since when, and how sure it 
 Each detector declares the symptoms it ``emits`` (tests/detectors/test_contract.py checks that every
 one is consumed by a correlation rule, and that it emits nothing else) and carries its own frozen
 ``Config``: adding a detector is its module, its line in :data:`DETECTORS` and its tests.
+
+A processor of a split deployment sees some fault domains, not the cluster (detectors/stage.py). A
+detector whose judgement compares across the cluster therefore comes in two parts: in stage 1 it
+emits a summary of what its window holds, and its :class:`Judge` (``Detector.judge``) merges every
+processor's summaries of a tick in stage 2 and judges there, emitting findings for correlation.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Detector(ABC):
     name: ClassVar[str]
     emits: ClassVar[frozenset[str]]  # every symptom its findings may carry
     Config: ClassVar[type[DetectorConfig]] = DetectorConfig
+    judge: ClassVar[type[Judge] | None] = None  # its stage-2 part, when its judgement spans processors
 
     def __init__(self, config: DetectorConfig | None = None, *, recent_s: float = RECENT_S) -> None:
         config = config if config is not None else self.Config()
@@ -52,6 +58,29 @@ class Detector(ABC):
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able learnt state; a stateless detector has none."""
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless by default
+        """Resume from the output of :meth:`snapshot`."""
+
+
+class Judge(ABC):
+    """A detector's stage-2 part: the summaries it ``reads`` (its detector's, from every processor of one
+    tick) in, findings it ``emits`` for correlation out. Built with its detector's config; what it learns
+    is kept behind :meth:`snapshot` and :meth:`restore`, saved with stage 2's state."""
+
+    name: ClassVar[str]  # its detector's name: the configuration key, and the detector its findings name
+    reads: ClassVar[frozenset[str]]
+    emits: ClassVar[frozenset[str]]
+
+    def __init__(self, config: DetectorConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def judge(self, findings: list[Finding]) -> list[Finding]:
+        """One tick's summaries, from every processor, in any order → findings."""
+
+    def snapshot(self) -> dict[str, Any]:
         return {}
 
     def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless by default

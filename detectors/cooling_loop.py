@@ -11,21 +11,44 @@ too; a loop ``loop_excess_c`` above its usual excess is failing. Before a baseli
 ``loop_excess_abs_c`` alone is enough. The baseline belongs to the load it was learnt at: when the
 loop's load steps by more than the margin, it is learnt afresh. With no peer under the same load there
 is nothing to compare with: correlation then counts hot GPUs per loop instead.
+
+A loop's GPUs sit on several nodes, so on several processors' partitions, and its peers are the other
+loops: the judgement needs every GPU of the cluster. It therefore runs in stage 2 (detectors/stage.py).
+In stage 1, :class:`CoolingLoop` summarises each tick what its window holds of each loop
+(``cooling_loop_sample``, never an incident): per GPU its recent median temperature and utilisation and
+its median before the recent span, and for the loop its newest recent reading and the times its
+temperature first reached each level. In stage 2, :class:`LoopJudge` merges every processor's samples
+of the tick, takes the loops' medians over their GPUs and judges loop against loop with its learnt
+baselines (``cooling_loop_warm``, read by correlation rule 1). The medians are of the merged per-GPU
+values, so a split deployment judges as one process does, to the bit.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.base import Detector, Judge
 from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
-from fabricwatch.detectors.config import RECENT_S
 from fabricwatch.detectors.frames import Keyed, keyed, recent, sig, ts_or
 from fabricwatch.detectors.gpu_peers import loop_of
 from fabricwatch.records import Finding, Window
+
+SAMPLE = "cooling_loop_sample"  # stage 1 → stage 2: what one processor's window holds of a loop
+WARM = "cooling_loop_warm"  # stage 2 → correlation rule 1
+
+# The findings topic carries one sample per loop and processor each tick. Its size, measured with
+# stream.findings.encode (tests/detectors/test_cooling_split.py: 60 s windows scraped every 5 s,
+# generate()'s loops of 64 GPUs, temperature and utilisation in whole units as nvidia-smi and NVML
+# report them): about 31 bytes per GPU (its id, three medians) and 0.4 kB per loop (the finding's
+# fields, 3 to 16 steps), 2.4 kB a sample; 38 kB per tick for 1024 GPUs (16 loops) and 3.9 MB per
+# tick for 100,000 GPUs (1563 loops), 0.4 MB/s at a tick every 10 s (``every_s``). Unrounded readings
+# (the simulator's) take twice as much. A sample stays far under Kafka's 1 MB message limit; a loop
+# split over n processors costs its per-loop part n times.
 
 
 class CoolingLoopConfig(BaselineConfig):
@@ -39,14 +62,33 @@ class CoolingLoopConfig(BaselineConfig):
     gpu_hot_c: float = 85.0  # GPUs at this temperature make the finding critical (as gpu_temp's limit)
 
 
-class CoolingLoop(Detector):
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    """A loop as every processor's samples of one tick show it: its GPUs' values, its newest recent
+    reading, its steps (:func:`_first_reached`)."""
+
+    temp: np.ndarray
+    early: np.ndarray
+    util: np.ndarray
+    last_ts: float
+    steps: list[tuple[float, float]]
+
+    def first_reached(self, level: float) -> float:
+        """The earliest ts at which a GPU of the loop read ``level`` or more (NaN: never in the window)."""
+        hits = [ts for temp, ts in self.steps if temp >= level]
+        return min(hits) if hits else math.nan
+
+
+class LoopJudge(Judge):
+    """Stage 2: the samples of one tick from every processor → the loops warmer than their peers."""
+
     name = "cooling_loop"
-    emits = frozenset({"cooling_loop_warm"})
-    Config = CoolingLoopConfig
+    reads = frozenset({SAMPLE})
+    emits = frozenset({WARM})
     config: CoolingLoopConfig
 
-    def __init__(self, config: CoolingLoopConfig | None = None, *, recent_s: float = RECENT_S) -> None:
-        super().__init__(config, recent_s=recent_s)
+    def __init__(self, config: CoolingLoopConfig | None = None) -> None:
+        super().__init__(config if config is not None else CoolingLoopConfig())
         cfg = self.config
         self.baseline = Baselines(
             {"excess_c": Gate(cfg.baseline_gate_c), "load_pct": Gate(cfg.gpu_peer_load_margin_pct)},
@@ -54,21 +96,15 @@ class CoolingLoop(Detector):
             cfg.baseline_tau_s,
         )
 
-    def detect(self, window: Window) -> list[Finding]:
+    def judge(self, findings: list[Finding]) -> list[Finding]:
         cfg = self.config
-        now = recent(window, "gpu", self.recent_s)
-        if not now.n:
-            return []
-        temp = now.median("temp_c")
-        util = now.median("util_pct")
-        loops = loop_of(window)
-        names = sorted(set(loops[np.isfinite(temp)]) - {""})
+        end, loops = _merge(findings)
+        names = sorted(n for n, lp in loops.items() if np.isfinite(lp.temp).any())
         if len(names) < 2:
             return []
-        early = _early_median(window, now, "temp_c")
-        level = np.array([np.median(temp[(loops == n) & np.isfinite(temp)]) for n in names])
-        before = np.array([_nanmedian(early[loops == n]) for n in names])
-        load = np.array([_nanmedian(util[loops == n]) for n in names])
+        level = np.array([_nanmedian(loops[n].temp) for n in names])
+        before = np.array([_nanmedian(loops[n].early) for n in names])
+        load = np.array([_nanmedian(loops[n].util) for n in names])
         with np.errstate(invalid="ignore"):
             # a window too short to tell (start-up) counts as still, as every loop is then alike
             settled = ~(np.abs(level - before) >= cfg.settled_c)
@@ -89,30 +125,21 @@ class CoolingLoop(Detector):
         rise = np.where(np.isfinite(base), excess - base, np.nan)
         with np.errstate(invalid="ignore"):
             warm = (rise >= cfg.loop_excess_c) | (np.isnan(base) & (excess >= cfg.loop_excess_abs_c))
-        self.baseline.update(keys, {"excess_c": excess, "load_pct": load}, window.end, learn=settled)
-        flagged = np.flatnonzero(warm)
-        if not len(flagged):
-            return []
-        full = keyed(window, "gpu")
-        row_loop = full.per_row(loops)
-        row_temp = full.values("temp_c")
+        self.baseline.update(keys, {"excess_c": excess, "load_pct": load}, end, learn=settled)
         out = []
-        for i in flagged:
-            loop = names[i]
+        for i in np.flatnonzero(warm):
+            loop, members = names[i], loops[names[i]]
             threshold = others[i] + (base[i] if np.isfinite(base[i]) else 0.0) + cfg.loop_excess_c
             with np.errstate(invalid="ignore"):
-                rows = (row_loop == loop) & (row_temp >= threshold)
-            first = full.ts[rows].min() if rows.any() else np.nan
-            members = loops == loop
-            hot = int(np.sum(temp[members] >= cfg.gpu_hot_c))
+                hot = int(np.sum(members.temp >= cfg.gpu_hot_c))
             out.append(
                 Finding(
                     detector=self.name,
-                    symptom="cooling_loop_warm",
+                    symptom=WARM,
                     entity="cooling_loop",
                     id=loop,
-                    first_seen=ts_or(first, window.end),
-                    last_seen=float(np.nanmax(now.last_ts()[members])),
+                    first_seen=ts_or(members.first_reached(threshold), end),
+                    last_seen=members.last_ts,
                     severity="critical" if hot else "major",
                     evidence=(
                         {
@@ -125,7 +152,7 @@ class CoolingLoop(Detector):
                     ),
                     cause="cooling_failure",
                     score=float(np.nan_to_num(rise[i], nan=excess[i])),
-                    attrs={"gpus": int(members.sum()), "gpus_hot": hot, "excess_c": sig(excess[i])},
+                    attrs={"gpus": len(members.temp), "gpus_hot": hot, "excess_c": sig(excess[i])},
                 )
             )
         return out
@@ -135,6 +162,98 @@ class CoolingLoop(Detector):
 
     def restore(self, state: dict[str, Any]) -> None:
         self.baseline.restore(state.get("excess", {}))
+
+
+class CoolingLoop(Detector):
+    """Stage 1: each loop as this window holds it (one ``cooling_loop_sample`` per loop), for
+    :class:`LoopJudge`. Stateless: the baselines are the judge's."""
+
+    name = "cooling_loop"
+    emits = frozenset({SAMPLE})
+    Config = CoolingLoopConfig
+    judge = LoopJudge
+    config: CoolingLoopConfig
+
+    def detect(self, window: Window) -> list[Finding]:
+        now = recent(window, "gpu", self.recent_s)
+        if not now.n:
+            return []
+        full = keyed(window, "gpu")
+        loops = loop_of(window)
+        temp, util = now.median("temp_c"), now.median("util_pct")
+        early = _early_median(window, now, "temp_c")
+        last, first_row, last_row = now.last_ts(), full.first_ts(), full.last_ts()
+        steps = _first_reached(full.per_row(loops), full.values("temp_c"), full.ts)
+        end = float(window.end)
+        out = []
+        for loop, m in _by_loop(loops):
+            out.append(
+                Finding(
+                    detector=self.name,
+                    symptom=SAMPLE,
+                    entity="cooling_loop",
+                    id=loop,
+                    first_seen=ts_or(_finite(first_row[m], np.min), end),
+                    last_seen=ts_or(_finite(last_row[m], np.max), end),
+                    severity="warning",  # never an incident: stage 2 judges it (LoopJudge)
+                    attrs={
+                        "end": end,  # the tick: the judge learns its baselines at this time
+                        "gpus": [str(g) for g in full.index[m]],
+                        "temp_c": _floats(temp[m]),  # recent median
+                        "before_c": _floats(early[m]),  # median before the recent span
+                        "util_pct": _floats(util[m]),  # recent median
+                        "last_ts": _finite(last[m], np.max),  # the loop's newest recent reading
+                        "steps": steps.get(loop, []),
+                    },
+                )
+            )
+        return out
+
+
+def _merge(findings: list[Finding]) -> tuple[float, dict[str, _Loop]]:
+    """One tick's samples → its time and each loop. A GPU in two samples (its partition moving between
+    two processors) counts once, from the first: stage 2's joiner hands findings over sorted."""
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    last: dict[str, list[float]] = {}
+    steps: dict[str, list[tuple[float, float]]] = {}
+    seen: set[str] = set()
+    end = -math.inf
+    for f in findings:
+        if f.symptom != SAMPLE:
+            continue
+        a, loop = f.attrs, f.id
+        end = max(end, float(a["end"]))
+        mine = rows.setdefault(loop, [])
+        for g, t, b, u in zip(a["gpus"], a["temp_c"], a["before_c"], a["util_pct"], strict=True):
+            if g not in seen:
+                seen.add(g)
+                mine.append((_num(t), _num(b), _num(u)))
+        last.setdefault(loop, []).extend(x for x in (_num(a["last_ts"]),) if math.isfinite(x))
+        steps.setdefault(loop, []).extend((float(t), float(ts)) for t, ts in a["steps"])
+    loops = {}
+    for loop, values in rows.items():
+        v = np.array(values, dtype=np.float64).reshape(-1, 3)
+        loops[loop] = _Loop(v[:, 0], v[:, 1], v[:, 2], max(last[loop], default=math.nan), steps[loop])
+    return end, loops
+
+
+def _first_reached(row_loop: np.ndarray, temp: np.ndarray, ts: np.ndarray) -> dict[str, list[list[float]]]:
+    """Per loop, its steps ``[[temp, ts], ...]``: the times at which its hottest reading so far rose (the
+    hottest reading then, in time order). The earliest row of the loop at or above a level is the first
+    step at or above it, so stage 2 reads the same first_seen from the steps as from the rows; steps of
+    several processors together are the loop's. At most one per distinct ts of the loop's rows; measured,
+    3 to 7 while the loop holds steady and up to 16 while it warms (64 GPUs, 60 s scraped every 5 s)."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(temp) & np.isfinite(ts) & (row_loop != "")
+    if not ok.any():
+        return {}
+    peak = pd.Series(temp[ok]).groupby([row_loop[ok], ts[ok]], sort=True).max()  # the hottest GPU at each ts
+    prior = peak.groupby(level=0).cummax().groupby(level=0).shift()
+    rose = peak[prior.isna().to_numpy() | (peak.to_numpy() > prior.to_numpy())]
+    out: dict[str, list[list[float]]] = {}
+    for (loop, t), v in rose.items():
+        out.setdefault(str(loop), []).append([float(v), float(t)])
+    return out
 
 
 def _early_median(window: Window, now: Keyed, column: str) -> np.ndarray:
@@ -151,3 +270,29 @@ def _early_median(window: Window, now: Keyed, column: str) -> np.ndarray:
 def _nanmedian(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     return float(np.median(x)) if len(x) else float("nan")
+
+
+def _by_loop(loops: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Each known loop (sorted) with the positions of its GPUs, in window order: one sort, not a
+    comparison per loop (a 100,000-GPU cluster has 1563 loops)."""
+    codes, names = pd.factorize(loops, sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return [(str(n), order[bounds[k] : bounds[k + 1]]) for k, n in enumerate(names) if n != ""]
+
+
+def _finite(x: np.ndarray, how: Any) -> float | None:
+    """``how`` (np.min, np.max) of the finite values; None without one."""
+    x = x[np.isfinite(x)]
+    return float(how(x)) if len(x) else None
+
+
+def _floats(x: np.ndarray) -> list[float | None]:
+    """Per-GPU values for JSON, exactly (floats round-trip); NaN → None."""
+    out = x.astype(object)
+    out[~np.isfinite(x)] = None
+    return out.tolist()
+
+
+def _num(v: Any) -> float:
+    return math.nan if v is None else float(v)

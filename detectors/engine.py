@@ -1,6 +1,6 @@
 """The detection engine: both stages in one process. One tick = detectors over a window (stage 1) →
-correlation → incident tracker (stage 2); detectors/stage.py has the stages and where each
-cross-domain judgement runs when they are split over processes.
+judges over their detectors' samples → correlation → incident tracker (stage 2); detectors/stage.py
+has the stages and where each cross-domain judgement runs when they are split over processes.
 
 The processor builds a :class:`~detectors.base.Window` every ``every_s`` seconds of telemetry time
 covering the last ``window_s`` and calls :meth:`DetectionEngine.run` with its clock's ``now``
@@ -52,13 +52,13 @@ class DetectionEngine:
 
     @property
     def findings(self) -> list[Finding]:
-        """The last tick's findings (the processor stores them)."""
-        return self.stage1.findings
+        """The last tick's findings, samples judged (the processor stores them)."""
+        return self.stage2.findings
 
     @property
     def errors(self) -> list[str]:
-        """The last tick's detector failures, "name: error" (never fatal)."""
-        return self.stage1.errors
+        """The last tick's detector and judge failures, "name: error" (never fatal)."""
+        return self.stage1.errors + self.stage2.errors
 
     @property
     def unconsumed(self) -> dict[str, int]:
@@ -84,10 +84,12 @@ class DetectionEngine:
         return self.stage2.incidents()
 
     def snapshot(self) -> dict[str, Any]:
-        """JSON-able state: learnt baselines, event memories and the incident tracker."""
-        return {**self.stage1.snapshot(), "tracker": self.tracker.snapshot()}
+        """JSON-able state: learnt baselines, event memories, the judges' baselines and the tracker."""
+        return {**self.stage1.snapshot(), "tracker": self.tracker.snapshot(), "judges": self.stage2.judges_snapshot()}
 
     def restore(self, state: dict[str, Any]) -> None:
         check_version(state)
         self.stage1.restore(state)
         self.tracker.restore(state.get("tracker", {}))
+        # a state saved before cooling_loop's baselines moved to its judge kept them with the detector
+        self.stage2.restore_judges(state.get("judges", state.get("detectors", {})))

@@ -7,13 +7,12 @@ domain is placed as follows (DESIGN §1, README "Two-stage detection"):
 
 * Cooling loop. A loop's GPUs sit on several nodes, so on several partitions. Stage 1 emits per-GPU
   findings (``gpu_hot`` over the absolute limit; ``gpu_hotter_than_peers`` against the loop's GPUs it
-  sees, at least its own node's); the loop-level judgement moves to stage 2, whose correlator (rule 1)
-  counts hot GPUs per loop over every processor's findings. The ``cooling_loop`` detector compares each
-  loop's level with the other loops', which needs every GPU of the cluster: it runs where one engine
-  sees everything (demo, replay, a single processor running both stages) and is left out of a split
-  stage 1 (:data:`CLUSTER_DETECTORS`), where it would judge each loop from part of its GPUs, once per
-  processor. A split deployment therefore finds a cooling failure when its GPUs pass ``gpu_hot_c``,
-  not yet when the loop is merely warmer than the others.
+  sees, at least its own node's) and, from the ``cooling_loop`` detector, a sample of each loop as its
+  window holds it (per GPU: recent and earlier median temperature, utilisation). The loop-level
+  judgement is stage 2's: the detector's judge (detectors/cooling_loop.py) merges every processor's
+  samples of the tick and compares each loop's level with the other loops' as one process would, with
+  the baselines it keeps in stage 2's state; the correlator (rule 1) also counts hot GPUs per loop over
+  every processor's findings. A split deployment finds a loop warmer than its peers as one process does.
 * Switch. Errors on a spine's links are found on the leaves' partitions; stage 2's correlator (rule 5)
   joins them into one switch_fault.
 * PFC. A leaf's ports (host and fabric link ends) share the leaf's partition, so stage 1 judges their
@@ -26,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricwatch.detectors.base import Detector, detector_class
+from fabricwatch.detectors.base import Detector, Judge, detector_class
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
 from fabricwatch.detectors.liveness import silent_entities
@@ -37,8 +36,9 @@ from fabricwatch.records import Finding, Window
 from fabricwatch.topology import Topology
 
 SNAPSHOT_VERSION = 1
-# Detectors that compare across the whole cluster: not run by a stage 1 that sees part of it.
-CLUSTER_DETECTORS = frozenset({"cooling_loop"})
+# Detectors that compare across the whole cluster and cannot be split into a stage-1 summary and a
+# stage-2 judge: not run by a stage 1 that sees part of it. None now (cooling_loop's judge is stage 2's).
+CLUSTER_DETECTORS: frozenset[str] = frozenset()
 
 
 class Stage1:
@@ -95,7 +95,8 @@ class Stage1:
 
 
 class Stage2:
-    """Findings of one tick (from every processor) → diagnoses → incidents that changed.
+    """Findings of one tick (from every processor) → judges over their detectors' samples (the judgements
+    that need the whole cluster) → diagnoses → incidents that changed.
 
     ``id_prefix`` names the incidents: ``inc-`` in one process (``inc-0001``), ``inc-<instance>-`` for a
     live stage 2, whose counter is saved with its state, so ids stay unique across its restarts and
@@ -108,8 +109,14 @@ class Stage2:
     ) -> None:
         self.config = config if config is not None else EngineConfig()
         self.topology = topology
+        cfg = self.config
+        self.judges: list[Judge] = [
+            judge(cfg.detector(n)) for n in cfg.enabled() if (judge := detector_class(n).judge) is not None
+        ]
         self.correlator = Correlator(topology, self.config)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
+        self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
+        self.errors: list[str] = []  # the last tick's judge failures, "name: error" (never fatal)
         self.diagnoses: list[Diagnosis] = []  # the last tick's diagnoses, for inspection
         self.unconsumed: dict[str, int] = {}  # the last tick's findings no correlation rule reads, per symptom
 
@@ -118,20 +125,44 @@ class Stage2:
         return self.config.every_s
 
     def run(self, findings: list[Finding], now: float) -> list[Incident]:
-        self.diagnoses = self.correlator.correlate(findings)
+        self.findings = self.judge(findings)
+        self.diagnoses = self.correlator.correlate(self.findings)
         self.unconsumed = self.correlator.unconsumed
-        return self.tracker.update(self.diagnoses, now, silent_entities(findings))
+        return self.tracker.update(self.diagnoses, now, silent_entities(self.findings))
+
+    def judge(self, findings: list[Finding]) -> list[Finding]:
+        """The tick's findings with each judge's samples replaced by its findings, in
+        :func:`finding_order`. A judge that fails is reported in :attr:`errors` (its samples are dropped
+        for the tick, never correlated); the other findings still go on."""
+        self.errors = []
+        out = findings
+        for judge in self.judges:
+            mine = [f for f in out if f.symptom in judge.reads]
+            out = [f for f in out if f.symptom not in judge.reads]
+            try:
+                out += judge.judge(mine)
+            except Exception as exc:  # a long-running service never dies on its data
+                self.errors.append(f"{judge.name}: {type(exc).__name__}: {exc}")
+        return sorted(out, key=finding_order)
 
     def incidents(self) -> list[Incident]:
         """Every root incident so far, in id order (with ``prune``, those that can still change)."""
         return self.tracker.roots()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "tracker": self.tracker.snapshot()}
+        return {"version": SNAPSHOT_VERSION, "tracker": self.tracker.snapshot(), "judges": self.judges_snapshot()}
 
     def restore(self, state: dict[str, Any]) -> None:
         check_version(state)
         self.tracker.restore(state.get("tracker", {}))
+        self.restore_judges(state.get("judges", {}))
+
+    def judges_snapshot(self) -> dict[str, Any]:
+        return {j.name: j.snapshot() for j in self.judges}
+
+    def restore_judges(self, saved: dict[str, Any]) -> None:
+        for j in self.judges:
+            j.restore(saved.get(j.name, {}))
 
 
 def check_version(state: Any) -> None:

@@ -128,7 +128,10 @@ class Joiner:
             for key in [k for k in table if k[1] <= tick]:
                 del table[key]
         self.ticks += 1
-        return self.engine.run(findings, tick + self.grace_s)
+        changed = self.engine.run(findings, tick + self.grace_s)
+        for error in getattr(self.engine, "errors", ()):  # a judge failing (Stage2.errors); the rest ran
+            log.warning("stage 2 tick %.0f: judge %s", tick, error)
+        return changed
 
     # --- state (stored with the offsets it covers) ----------------------------------------------
 

@@ -2,8 +2,9 @@
 
 No input mutation; empty and missing data are fine; the same windows give the same findings;
 learnt state round-trips through JSON; findings are well-formed and JSON-able. Each declares the
-symptoms it emits (and emits no other), every one of them read by a correlation rule, and carries a
-frozen config that rejects unknown keys.
+symptoms it emits (and emits no other), every one of them read by a correlation rule or by its own
+stage-2 judge, and carries a frozen config that rejects unknown keys. A judge's findings are held to
+the same: well-formed, declared, read by a correlation rule, its state round-tripping through JSON.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fabricwatch.detectors.base import DETECTORS, Detector, detector_class
+from fabricwatch.detectors.base import DETECTORS, Detector, Judge, detector_class
 from fabricwatch.detectors.config import DetectorConfig, EngineConfig
 from fabricwatch.detectors.correlate import CONSUMED, Correlator
 from fabricwatch.detectors.engine import DetectionEngine
+from fabricwatch.detectors.stage import Stage2
 from fabricwatch.errors import InputError
 from fabricwatch.incident import ENTITIES, SEVERITIES
 from fabricwatch.records import Finding, Window
@@ -29,6 +31,7 @@ from tests.detectors.synth import Timeline, empty_window
 
 TOPO = generate(128, rails=8, gpus_per_node=8)
 NAMES = sorted(DETECTORS)
+JUDGED = [n for n in NAMES if detector_class(n).judge is not None]  # detectors with a stage-2 part
 FAB = TOPO.links[200]
 HOST = TOPO.port_link["node002/gpu1:p0"]
 
@@ -151,10 +154,61 @@ def test_findings_are_well_formed(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_emitted_symptom_is_consumed_by_a_correlation_rule(name: str) -> None:
-    """A symptom no rule reads would never become an incident: declare a rule for it (CONSUMES)."""
-    emits = detector_class(name).emits
+    """A symptom no rule reads would never become an incident: declare a rule for it (CONSUMES). A
+    detector's samples for its stage-2 judge are read by the judge, whose findings a rule reads."""
+    cls = detector_class(name)
+    emits = cls.emits
     assert emits, f"{name} declares no symptoms"
-    assert sorted(emits - CONSUMED) == []
+    judged = cls.judge.reads if cls.judge is not None else frozenset()
+    assert sorted(emits - CONSUMED - judged) == []
+    if cls.judge is not None:
+        assert cls.judge.name == name and cls.judge.emits and sorted(cls.judge.emits - CONSUMED) == []
+
+
+def judged(name: str, ticks: list[float] = TICKS, judge: Judge | None = None) -> list[list[Finding]]:
+    """The detector's findings per tick through its stage-2 judge, as one process runs them."""
+    cls = detector_class(name)
+    judge = judge if judge is not None else cls.judge(cls.Config())
+    detector = cls()
+    return [judge.judge(found) for found in run(detector, ticks)]
+
+
+@pytest.mark.parametrize("name", JUDGED)
+def test_a_judges_findings_are_well_formed(name: str) -> None:
+    judge_cls = detector_class(name).judge
+    found = judged(name)
+    assert any(found)
+    for t, fs in zip(TICKS, found, strict=True):
+        for f in fs:
+            assert f.detector == name and f.symptom in judge_cls.emits
+            assert f.entity in ENTITIES and f.severity in SEVERITIES and f.id
+            assert f.first_seen <= f.last_seen <= TIMELINE.start + t
+            assert f.first_seen >= TIMELINE.start + t - 60
+            assert np.isfinite(f.score)
+            json.dumps([f.evidence, f.attrs])
+            assert all("metric" in e for e in f.evidence)
+
+
+@pytest.mark.parametrize("name", JUDGED)
+def test_a_judges_state_round_trips_through_json(name: str) -> None:
+    cls = detector_class(name)
+    head, tail = TICKS[: len(TICKS) // 2], TICKS[len(TICKS) // 2 :]
+    first = cls.judge(cls.Config())
+    judged(name, head, first)
+    state = json.loads(json.dumps(first.snapshot()))
+    second = cls.judge(cls.Config())
+    second.restore(state)
+    assert json.dumps(second.snapshot(), sort_keys=True) == json.dumps(first.snapshot(), sort_keys=True)
+    assert repr(judged(name, tail, second)) == repr(judged(name, tail, first))
+
+
+@pytest.mark.parametrize("name", JUDGED)
+def test_samples_for_a_judge_are_not_counted_as_unconsumed(name: str) -> None:
+    stage2 = Stage2(TOPO)
+    for t, found in zip(TICKS, run(detector_class(name)()), strict=True):
+        assert any(f.symptom in detector_class(name).judge.reads for f in found)
+        stage2.run(found, TIMELINE.start + t)
+        assert stage2.unconsumed == {} and stage2.errors == []
 
 
 @pytest.mark.parametrize("name", NAMES)

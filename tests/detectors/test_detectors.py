@@ -34,13 +34,17 @@ def findings_at(name: str, edit: Callable[[Timeline], None], at: float = 180.0, 
                 packets: bool = True, step: float = 5.0,
                 cut: Callable[[Window], Window] = lambda w: w) -> list[Finding]:  # fmt: skip
     """Run detector ``name`` every 10 s up to ``at`` over an edited healthy timeline (scraped every
-    ``step`` s, each window passed through ``cut``); the last tick's findings."""
+    ``step`` s, each window passed through ``cut``); the last tick's findings (a detector with a
+    stage-2 judge: the judge's, over its samples)."""
     tl = Timeline(TOPO, duration=at, seed=5, packets=packets, step=step)
     edit(tl)
     detector = detector_class(name)(config)
+    judge = detector.judge(detector.config) if detector.judge is not None else None
     out: list[Finding] = []
     for t in tl.ticks(10.0, 60.0):
         out = detector.detect(cut(tl.window(t)))
+        if judge is not None:
+            out = judge.judge(out)
     return out
 
 
