@@ -167,6 +167,18 @@ class Diagnosis:
     def first_seen(self) -> float:
         return min(f.first_seen for f in self.findings)
 
+    @property
+    def forecast(self) -> dict[str, Any] | None:
+        """The soonest predicted crossing among its findings (optical_trend's), if any."""
+        forecasts = [f.attrs["forecast"] for f in self.findings if f.attrs.get("forecast")]
+        return dict(min(forecasts, key=lambda x: (x.get("eta_s", float("inf")), repr(x)))) if forecasts else None
+
+    @property
+    def source_offsets(self) -> dict[str, float] | None:
+        """The clock offsets taken out of the stamps of its findings' sources (stage 1 notes them)."""
+        out = {s: o for f in self.findings for s, o in f.attrs.get("source_offsets", {}).items()}
+        return dict(sorted(out.items())) or None
+
     def evidence(self, limit: int) -> list[dict[str, Any]]:
         """Root evidence first, then symptoms', most severe first; deterministic and de-duplicated."""
         out: list[dict[str, Any]] = []

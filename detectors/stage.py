@@ -23,6 +23,7 @@ domain is placed as follows (DESIGN §1, README "Two-stage detection"):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fabricwatch.detectors.base import Detector, Judge, detector_class
@@ -76,7 +77,7 @@ class Stage1:
                 findings += detector.detect(window)
             except Exception as exc:  # a long-running service never dies on its data
                 self.errors.append(f"{detector.name}: {type(exc).__name__}: {exc}")
-        self.findings = sorted(findings, key=finding_order)
+        self.findings = sorted(with_offsets(findings, window), key=finding_order)
         return self.findings
 
     def run(self, window: Window, now: float) -> list[Incident]:
@@ -168,3 +169,20 @@ class Stage2:
 def check_version(state: Any) -> None:
     if not isinstance(state, dict) or state.get("version") != SNAPSHOT_VERSION:
         raise InputError("engine snapshot", f"expected a version {SNAPSHOT_VERSION} engine snapshot")
+
+
+def with_offsets(findings: list[Finding], window: Window) -> list[Finding]:
+    """Each finding about an entity whose source's clock was corrected, with that offset in its
+    ``source_offsets`` attr: the incident says which clocks shaped its evidence (DESIGN §5)."""
+    offsets = window.source_offsets
+    if not offsets:
+        return findings
+    t = window.topology
+    out = []
+    for f in findings:
+        device = t.port_device.get(f.id, f.id) if f.entity == "port" else f.id
+        source = t.gpu_node.get(device, device)
+        if source in offsets and f.entity != "collector":
+            f = dataclasses.replace(f, attrs={**f.attrs, "source_offsets": {source: round(offsets[source], 3)}})
+        out.append(f)
+    return out

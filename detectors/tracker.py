@@ -185,6 +185,8 @@ class IncidentTracker:
             detected_at=now,
             evidence=d.evidence(self.config.max_evidence),
             runbook=d.runbook,
+            forecast=d.forecast,
+            source_offsets=d.source_offsets,
         )
         self._meta[iid] = {
             "key": incident_key(d),
@@ -216,6 +218,13 @@ class IncidentTracker:
         if d.first_seen < inc.first_seen:
             inc.first_seen = d.first_seen
             changed.add(iid)
+        offsets = d.source_offsets
+        if offsets and any(inc.source_offsets is None or s not in inc.source_offsets for s in offsets):
+            inc.source_offsets = dict(sorted({**(inc.source_offsets or {}), **offsets}.items()))
+            changed.add(iid)
+        forecast = d.forecast
+        if forecast is not None:
+            inc.forecast = forecast  # the latest fit's (not a change worth publishing on its own)
         if RANK.get(d.severity, 9) < RANK.get(inc.severity, 9):
             inc.severity = d.severity
             material = True

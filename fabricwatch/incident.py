@@ -9,6 +9,7 @@ SEVERITIES = ("critical", "major", "minor", "warning")  # most severe first
 # DESIGN §5: where an incident is located; faults (DESIGN §4) use all but collector (a silent source)
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop", "collector")
 STATUSES = ("firing", "resolved", "unknown")  # unknown: its evidence comes from a source that went silent
+OPTIONAL = ("forecast", "source_offsets")  # DESIGN §5's optional fields: absent, not null, when unset
 
 
 @dataclass(slots=True)
@@ -25,10 +26,18 @@ class Incident:
     symptoms: list[str] = field(default_factory=list)
     runbook: str | None = None
     status: str = "firing"
+    # optional (DESIGN §5): a predicted crossing {"metric", "threshold", "eta_s"}, and the clock offsets
+    # (source -> seconds its clock was ahead, taken out of its stamps) that shaped the evidence
+    forecast: dict[str, Any] | None = None
+    source_offsets: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of DESIGN §5, keys in the documented order."""
-        return asdict(self)
+        """The JSON object of DESIGN §5, keys in the documented order; an optional field only when set."""
+        out = asdict(self)
+        for key in OPTIONAL:
+            if out[key] is None:
+                del out[key]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Incident:

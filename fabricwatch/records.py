@@ -32,6 +32,9 @@ class Window:
     modules: pd.DataFrame
     topology: Topology
     cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the clock offsets taken out of each corrected source's stamps (stream/sources.py): what stage 1
+    # notes on the findings those sources' rows made (an incident's ``source_offsets``, DESIGN §5)
+    source_offsets: dict[str, float] = field(default_factory=dict)
 
     def frame(self, kind: str) -> pd.DataFrame:
         return self.frames[kind]

@@ -307,7 +307,7 @@ class Processor:
         self.clock.advance_to(tick + self.grace_s)
         now = self.clock.now()
         span = self.window_span()
-        window = self.buffer.window(tick - span, tick)
+        window = self.buffer.window(tick - span, tick, self.clocks.corrections())
         started = time.perf_counter()
         try:
             changed = self.engine.run(window, now)

@@ -39,7 +39,11 @@ _DDL = [
     """CREATE TABLE IF NOT EXISTS incidents (
         id VARCHAR PRIMARY KEY, type VARCHAR, cause VARCHAR, location_entity VARCHAR, location_id VARCHAR,
         severity VARCHAR, first_seen TIMESTAMP, detected_at TIMESTAMP, resolved_at TIMESTAMP,
-        evidence JSON, symptoms VARCHAR[], runbook VARCHAR, status VARCHAR)""",
+        evidence JSON, symptoms VARCHAR[], runbook VARCHAR, status VARCHAR, forecast JSON,
+        source_offsets JSON)""",
+    # a file made before DESIGN §5's optional fields were stored gets them (at the end, as above)
+    "ALTER TABLE incidents ADD COLUMN IF NOT EXISTS forecast JSON",
+    "ALTER TABLE incidents ADD COLUMN IF NOT EXISTS source_offsets JSON",
     """CREATE TABLE IF NOT EXISTS findings (
         ts TIMESTAMP, detector VARCHAR, symptom VARCHAR, entity VARCHAR, id VARCHAR, first_seen TIMESTAMP,
         last_seen TIMESTAMP, severity VARCHAR, cause VARCHAR, score DOUBLE, evidence JSON)""",
@@ -66,6 +70,10 @@ def _timestamps(seconds: list[float | None]) -> pa.Array:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else _json(value)
 
 
 class Store:
@@ -202,6 +210,8 @@ class Store:
                         "symptoms": pa.array([list(i.symptoms) for i in items], pa.list_(pa.string())),
                         "runbook": pa.array([i.runbook for i in items], pa.string()),
                         "status": pa.array([i.status for i in items], pa.string()),
+                        "forecast": pa.array([_json_or_null(i.forecast) for i in items], pa.string()),
+                        "source_offsets": pa.array([_json_or_null(i.source_offsets) for i in items], pa.string()),
                     }
                 ),
                 verb="INSERT OR REPLACE",

@@ -77,6 +77,6 @@ class WindowBuffer:
             )
         return self._modules_frame
 
-    def window(self, start: float, end: float) -> Window:
+    def window(self, start: float, end: float, source_offsets: dict[str, float] | None = None) -> Window:
         frames = {kind: self.frame(kind, start, end) for kind in KINDS}
-        return Window(start, end, frames, self.modules(), self.topology)
+        return Window(start, end, frames, self.modules(), self.topology, source_offsets=dict(source_offsets or {}))
