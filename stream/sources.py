@@ -83,12 +83,8 @@ class SourceClocks:
         return self._latest[n // 2] if n % 2 else (self._latest[n // 2 - 1] + self._latest[n // 2]) / 2
 
     def observe(self, source: str, kind: str, ts: float) -> None:
-        """One message's arrival (in arrival order). A scrape already seen (same source, kind and
-        stamp: a batching collector sends a node's ports in one record per leaf) is one arrival, not
-        several: it neither adds an offset sample nor moves anything."""
+        """One message's arrival (in arrival order)."""
         state = self.sources.get(source)
-        if state is not None and state.last_raw.get(kind) == ts:
-            return
         if state is None:
             state = self.sources[source] = SourceState()
             self._wm_stale = True

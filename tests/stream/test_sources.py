@@ -82,18 +82,3 @@ def test_a_window_holds_two_samples_of_a_slow_stream() -> None:
     assert p.window_span() == pytest.approx(150.0)
     start, end, _, _ = engine.calls[-1]
     assert end - start == pytest.approx(150.0)
-
-
-def test_one_scrape_sent_in_several_records_is_one_arrival() -> None:
-    """A batching collector sends a node's ports in one record per leaf: the same (source, kind, ts)
-    eight times. Each scrape is one offset sample, so the median is over the last scrapes, not over
-    the copies of the last one (the same estimate as a collector sending the scrape once)."""
-    once, copies = SourceClocks(), SourceClocks()
-    fleet = {"n0": 0.0, "n1": 0.2, "n2": 0.4, "fast": 60.0}
-    for t in range(0, 120, 5):
-        scrape(once, t, fleet)
-        for _ in range(8):
-            scrape(copies, t, fleet)
-    assert copies.offsets() == once.offsets()
-    assert copies.watermark() == once.watermark()
-    assert [len(copies.sources[s].samples) for s in fleet] == [len(once.sources[s].samples) for s in fleet]
