@@ -10,9 +10,9 @@ sample, so one event is not counted twice); a flap that goes down and up between
 only in the counter. Windows overlap, so events are kept by their sample ts in a memory that outlives
 the window (snapshot/restore), which also lets flaps slower than one window add up.
 
-Switch outages: for each switch with a link down, a ``switch_links_down`` finding says how many of its
-links were read since the outage began (either end reported after the first down sample) and how many
-of those are down. Correlation judges "most of a switch's links down" over the links read since then,
+Switch outages: for each switch with two links or more down, a ``switch_links_down`` finding says how
+many of its links were read since the outage began (either end reported after it) and how many of
+those are down. Correlation judges "most of a switch's links down" over the links read since then,
 not over all of them: a rebooting switch reports nothing itself, and a far end scraped less often than
 the outage lasts (a spine's gNMI every 60 s, REALISM.md) cannot have seen it yet; such a link's state is
 unknown, neither down nor up. Both ends of a leaf's links are keyed by that leaf, so one processor sees
