@@ -44,7 +44,7 @@ def run_simulate(tmp_path: Path, *extra: str) -> tuple[dict, list[dict]]:
 
 
 def test_simulate_realistic_writes_a_messy_valid_capture_with_the_same_truth(tmp_path: Path) -> None:
-    tidy_header, tidy = run_simulate(tmp_path)
+    tidy_header, tidy = run_simulate(tmp_path, "--tidy")
     header, records = run_simulate(tmp_path, "--realistic")
     assert header["truth"] == tidy_header["truth"]
     assert len(records) < len(tidy)  # switches scraped every 30-60 s, lost scrapes, outages
