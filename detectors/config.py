@@ -30,6 +30,16 @@ Count = Annotated[int, msgspec.Meta(ge=1)]
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 RECENT_S = 30.0  # gauges: median of the last 30 s; counters: increase over it
+# A switch with more than this share of its links down at once, their far ends on ≥ 2 nodes or switches,
+# is down itself. A strict majority: a leaf of a non-blocking leaf-spine fabric has as many uplinks as
+# host ports, so every host behind it rebooting is exactly half, never more; a reboot or power loss
+# takes every port, and the majority leaves room for ports already down or whose far ends report late.
+# (Correlation's rule 4a, and link_state's judgement of whose link-down events an outage's are.)
+SWITCH_DOWN_MIN_FRACTION = 0.5
+# The far ends of one switch outage see it within their slowest scrape interval of each other
+# (switches' gNMI every 30-60 s, REALISM.md): a link down for longer before the outage began is a fault
+# of its own, never folded into the switch's.
+SWITCH_DOWN_SPREAD_S = 60.0
 
 
 class DetectorConfig(Config):
@@ -85,12 +95,7 @@ class EngineConfig(Config):
     # 4-port leaf (2 links) to a 128-port one (32 links); a share, not a count, so small switches count.
     switch_fault_min_links: Count = 2
     switch_fault_min_fraction: Fraction = 0.25
-    # A switch with more than this share of its links down at once, their far ends on ≥ 2 nodes or
-    # switches, is down itself. A strict majority: a leaf of a non-blocking leaf-spine fabric has as
-    # many uplinks as host ports, so every host behind it rebooting is exactly half, never more; a
-    # reboot or power loss takes every port, and the majority leaves room for ports already down or
-    # whose far ends report late.
-    switch_down_min_fraction: Fraction = 0.5
+    switch_down_min_fraction: Fraction = SWITCH_DOWN_MIN_FRACTION  # a switch down: see the constant
     # Planned maintenance: the change tickets operators file (a switch, a window in epoch seconds). A
     # switch down whose outage begins inside one of its windows is planned: held, never paged. No
     # telemetry tells a planned reboot from an unplanned one (tests/sim: a reboot reads like a
@@ -99,10 +104,7 @@ class EngineConfig(Config):
     # how early an outage may seem to begin before its window: its far ends' clocks and scrapes (hosts
     # are scraped every few seconds, switches every 30-60 s, REALISM.md)
     maintenance_slack_s: Positive = 60.0
-    # The far ends of one switch outage see it within their slowest scrape interval of each other
-    # (switches' gNMI every 30-60 s, REALISM.md): a link down for longer before the outage began is a
-    # fault of its own, never folded into the switch's.
-    switch_down_spread_s: Positive = 60.0
+    switch_down_spread_s: Positive = SWITCH_DOWN_SPREAD_S  # one outage's far ends: see the constant
     loop_hot_min_gpus: Count = 4  # a loop with this many GPUs hot (gpu_temp) ...
     loop_hot_min_fraction: Fraction = 0.25  # ... being at least this share of its GPUs is a cooling failure
 

@@ -36,7 +36,14 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.config import RECENT_S, DetectorConfig, Fraction, Positive
+from fabricwatch.detectors.config import (
+    RECENT_S,
+    SWITCH_DOWN_MIN_FRACTION,
+    SWITCH_DOWN_SPREAD_S,
+    DetectorConfig,
+    Fraction,
+    Positive,
+)
 from fabricwatch.detectors.frames import Keyed, keyed, recent, sig, ts_or
 from fabricwatch.records import Finding, Window
 
@@ -48,11 +55,9 @@ class LinkStateConfig(DetectorConfig):
     # so a long outage keeps its start; memory only (one float per down port)
     down_memory_s: Positive = 86400.0
     # An outage with more than this share of its switch's known links down is the switch's (correlation's
-    # switch_down_min_fraction, rule 4a): the link-down events it caused make no link a flapping one.
-    switch_wide_fraction: Fraction = 0.5
-    # The far ends of one switch outage see it within their slowest scrape interval of each other
-    # (switches' gNMI every 30-60 s, REALISM.md; correlation's switch_down_spread_s)
-    outage_spread_s: Positive = 60.0
+    # rule 4a): the link-down events it caused make no link a flapping one.
+    switch_wide_fraction: Fraction = SWITCH_DOWN_MIN_FRACTION
+    outage_spread_s: Positive = SWITCH_DOWN_SPREAD_S  # one outage's far ends see it within this of each other
 
 
 class LinkState(Detector):
@@ -207,12 +212,12 @@ class LinkState(Detector):
         spread = self.config.outage_spread_s
         onset = {sw: min(x for x in t if x >= np.median(t) - spread) for sw, t in starts.items()}
         self.outages = {sw: o for sw, o in self.outages.items() if sw in onset}
-        last = dict(zip(map(str, full.index), full.last_ts(), strict=True))
+        # two links or more down (or an outage still ending): correlation needs two far fault domains
+        switches = [sw for sw in sorted(onset) if len(links_down[sw]) >= 2 or sw in self.outages]
+        last = dict(zip(map(str, full.index), full.last_ts(), strict=True)) if switches else {}
         out = []
-        for switch in sorted(onset):
+        for switch in switches:
             ids = links_down[switch]
-            if len(ids) < 2 and switch not in self.outages:
-                continue
             links = [topology.port_link[p] for p in topology.ports_of_device(switch) if p in topology.port_link]
             since = onset[switch]
             seen = [max(last.get(link.a, -np.inf), last.get(link.b, -np.inf)) for link in links]

@@ -219,7 +219,7 @@ class IncidentTracker:
             inc.first_seen = d.first_seen
             changed.add(iid)
         offsets = d.source_offsets
-        if offsets and any(inc.source_offsets is None or s not in inc.source_offsets for s in offsets):
+        if offsets and not offsets.keys() <= (inc.source_offsets or {}).keys():  # a source newly shaping it
             inc.source_offsets = dict(sorted({**(inc.source_offsets or {}), **offsets}.items()))
             changed.add(iid)
         forecast = d.forecast
