@@ -7,6 +7,7 @@ cooling loop's GPUs and a spine's links are split over both; stage 2 joins their
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,18 +188,15 @@ def correlate(split: Split, db: Path | str = ":memory:", bus: MemoryBus | None =
     return bus, store
 
 
-def new_loop(bus: MemoryBus, store: Store) -> CorrelateLoop:
+def new_loop(bus: MemoryBus, store: Store, batch: int = 40) -> CorrelateLoop:
     joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-"))
-    return CorrelateLoop(bus, store, joiner, delivered=lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)})
+    delivered = lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)}  # noqa: E731
+    return CorrelateLoop(bus, store, joiner, delivered=delivered, max_records=batch)
 
 
 def drive(loop: CorrelateLoop) -> None:
-    """What ``CorrelateLoop.run`` does, in small batches and without a stop event."""
-    loop.bus.subscribe([TOPIC_FINDINGS])
-    loop.bus.seek(dict(loop.next_offsets))
-    loop.recover()
-    while records := loop.bus.poll(max_records=40):
-        loop.handle(records)
+    """What ``CorrelateLoop.run`` does (in batches of its ``max_records``), until the bus is read."""
+    loop.drain()
 
 
 def published(bus: MemoryBus) -> list[dict]:
@@ -249,23 +247,28 @@ class CrashingBus(MemoryBus):
         return False
 
 
+# 40 records a batch: a tick or two each, the second batch with incidents dies; 1000: each batch closes
+# many ticks (stage 2 catching up), the first with incidents (both of them) dies
+@pytest.mark.parametrize(("batch", "after"), [(40, 1), (1000, 0)])
 @pytest.mark.parametrize("crash", ["produce", "flush"])
-def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(split, tmp_path, crash) -> None:
-    reference, _ = correlate(split)
+def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(
+    split, tmp_path, crash, batch, after
+) -> None:
+    reference, _ = correlate(split)  # batches of 40 records
     expected = [r.value for r in reference.records(TOPIC_INCIDENTS)]
     assert len(expected) >= 2
 
-    bus = CrashingBus(PARTITIONS, crash, after=1)  # the second batch with incidents dies
+    bus = CrashingBus(PARTITIONS, crash, after=after)
     bus.produce(split.findings)
     db = tmp_path / "stage2.duckdb"
     store = Store(db, group="stage2")
     with pytest.raises(Crash):
-        drive(new_loop(bus, store))
+        drive(new_loop(bus, store, batch))
     store.close()  # the process is gone; what was committed is in the file
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM incident_outbox").fetchone()[0] > 0  # stored, not confirmed
     store = Store(db, group="stage2")
-    drive(new_loop(bus, store))
+    drive(new_loop(bus, store, batch))
     got = [r.value for r in bus.records(TOPIC_INCIDENTS)]
     assert got == expected  # every change once, in order, with the same ids
     ids = {json.loads(v)["id"] for v in expected}
@@ -303,15 +306,11 @@ def test_partitions_read_far_apart_are_paced_so_no_finding_arrives_after_its_tic
         Store(group="stage2"),
         Joiner(Stage2(TOPO, id_prefix="inc-t-"), stall_s=60.0),  # 300 s of findings: partitions drift 5 stalls
         delivered=lambda: set(),
+        max_records=40,
     )
-    if not pacing:  # what stage 2 did before: feed every record it reads
-        loop._limit = lambda items: None  # type: ignore[method-assign]
-    bus.subscribe([TOPIC_FINDINGS])
-    for _ in range(10_000):
-        loop.release_due()
-        if not (records := bus.poll(max_records=40)):
-            break
-        loop.handle(records)
+    if not pacing:  # what stage 2 did before it paced: feed every record it reads
+        loop.pacer.ahead_s = math.inf
+    loop.drain()
     assert sum(bus.lag().values()) == 0 and not loop.held
     if pacing:
         assert loop.joiner.late == 0
@@ -361,14 +360,10 @@ def live_stage_2(findings: list[Outgoing], prune: bool) -> tuple[MemoryBus, Stor
     bus.produce(findings)
     store = Store(group="stage2")
     joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-", prune=prune))
-    loop = CorrelateLoop(bus, store, joiner, delivered=lambda: set())
-    bus.subscribe([TOPIC_FINDINGS])
+    loop = CorrelateLoop(bus, store, joiner, delivered=lambda: set(), max_records=40)
     most = 0
-    while sum(bus.lag().values()) or loop.held:
-        loop.release_due()  # what CorrelateLoop.run does before each poll: pacing pauses partitions
-        if records := bus.poll(max_records=40):
-            loop.handle(records)
-            most = max(most, len(json.loads(store.engine_state() or "{}")["engine"]["tracker"]["incidents"]))
+    while loop.step(0.0) or loop.held or loop.pacer.pending:
+        most = max(most, len(json.loads(store.engine_state() or "{}")["engine"]["tracker"]["incidents"]))
     return bus, store, joiner, most
 
 
@@ -394,3 +389,42 @@ def test_a_pruning_stage_2_publishes_the_same_and_its_store_keeps_every_incident
     assert state["engine"]["tracker"]["incidents"] == [] and state["engine"]["tracker"]["next"] == count + 1
     assert joiner.engine.incidents() == []
     assert state["found"] == state["received"] == state["expected"] == []
+
+
+# --- a batch that closes many ticks publishes every change of each --------------------------------------
+
+
+def stage_2_in_batches(findings: list[Outgoing], batch: int) -> tuple[list[bytes], list[Incident], CorrelateLoop]:
+    """Stage 2 over ``findings`` read ``batch`` records at a time: what it published, what it told
+    ``on_incident``, and the loop."""
+    bus = MemoryBus(PARTITIONS)
+    bus.produce(findings)
+    told: list[Incident] = []
+    joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-", prune=True))
+    loop = CorrelateLoop(bus, Store(group="stage2"), joiner, delivered=lambda: set(), max_records=batch,
+                         on_incident=told.append)  # fmt: skip
+    loop.drain()
+    return [r.value for r in bus.records(TOPIC_INCIDENTS)], told, loop
+
+
+def test_an_incident_that_opens_and_resolves_within_one_catch_up_batch_is_published_opened_then_resolved() -> None:
+    """Two GPUs hot for a minute, ten minutes apart, then healthy until both incidents resolve. Read a
+    record at a time (a tick a batch, as live), and all at once (one batch: a stage 2 restarted on the
+    backlog), stage 2 publishes the same changes in the same order, each incident firing, then resolved."""
+    findings = gpu_hot_every(600.0, 2, present_s=60.0, end_s=2 * 600.0 + 900.0)
+    live, live_told, _ = stage_2_in_batches(findings, batch=1)
+    caught_up, told, loop = stage_2_in_batches(findings, batch=100_000)
+    assert loop.stats.batches == 1 and loop.joiner.ticks > 200  # one batch closed every tick
+    assert caught_up == live
+    assert [json.dumps(i.to_dict()) for i in told] == [json.dumps(i.to_dict()) for i in live_told]
+    changes = [json.loads(v) for v in caught_up]
+    assert [json.loads(v) for v in caught_up] == [i.to_dict() for i in told]
+    for iid in ("inc-t-0001", "inc-t-0002"):
+        statuses = [c["status"] for c in changes if c["id"] == iid]
+        assert statuses[0] == "firing" and statuses[-1] == "resolved", statuses
+    # in the order the ticks made them: the first incident resolved before the second opened
+    order = [(c["id"], c["status"]) for c in changes]
+    assert order.index(("inc-t-0001", "resolved")) < order.index(("inc-t-0002", "firing"))
+    assert loop.stats.incidents == loop.stats.published == len(changes)
+    rows = loop.store.con.execute("SELECT id, status FROM incidents ORDER BY id").fetchall()
+    assert rows == [("inc-t-0001", "resolved"), ("inc-t-0002", "resolved")]  # each incident's last state
