@@ -65,6 +65,7 @@ class Joiner:
         self.next_tick: float | None = None  # the first tick not yet closed
         self.late = 0  # findings that came after their tick was closed
         self.ticks = 0  # ticks closed
+        self._judged: list[tuple[float, Finding]] = []  # (now, finding) its judges made: :meth:`take_judged`
 
     @property
     def watermark(self) -> float | None:
@@ -131,9 +132,17 @@ class Joiner:
                 del table[key]
         self.ticks += 1
         changed = self.engine.run(findings, tick + self.grace_s)
+        self._judged += [(tick + self.grace_s, f) for f in getattr(self.engine, "judged", ())]
         for error in getattr(self.engine, "errors", ()):  # a judge failing (Stage2.errors); the rest ran
             log.warning("stage 2 tick %.0f: judge %s", tick, error)
         return changed
+
+    def take_judged(self) -> list[tuple[float, Finding]]:
+        """The findings the engine's judges made (``Stage2.judged``: a loop warmer than its peers) in the
+        ticks closed since the last call, each with its tick's ``now``; stage 2 stores them, as one
+        process stores its findings: no stage 1 has them. Not state: taken with each batch."""
+        out, self._judged = self._judged, []
+        return out
 
     # --- state (stored with the offsets it covers) ----------------------------------------------
 

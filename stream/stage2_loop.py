@@ -2,10 +2,10 @@
 
 One iteration (``step``): poll a batch → pace it (stream/pacing.py) → skip what the store already
 covers → feed the :class:`Joiner` → close the ticks that are due → store, in ONE DuckDB transaction,
-the changed incidents, the next offsets, the joiner's whole state (tracker, buffered findings, the
-incident id counter) and every change of the batch, in order, in an outbox → produce the outbox to
-``fabricwatch.incidents``, wait for the broker's acknowledgement, delete what was delivered → commit
-the offsets to Kafka.
+the changed incidents, the findings its judges made (no stage 1 has them), the next offsets, the
+joiner's whole state (tracker, buffered findings, the incident id counter) and every change of the
+batch, in order, in an outbox → produce the outbox to ``fabricwatch.incidents``, wait for the broker's
+acknowledgement, delete what was delivered → commit the offsets to Kafka.
 
 Every change is published, in order. A batch that closes many ticks (stage 2 catching up after a
 restart) publishes each tick's changes as the ticks one at a time would: an incident that opened and
@@ -246,6 +246,7 @@ class CorrelateLoop:
         self.store.write_batch(
             offsets=offsets,
             deadletters=deadletters,
+            findings=self.joiner.take_judged(),
             incidents=changed,
             engine_state=(saved_at, state),
             also=lambda con: _to_outbox(con, outgoing),

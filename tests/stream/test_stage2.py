@@ -17,6 +17,7 @@ import pytest
 
 from fabricwatch.clock import VirtualClock
 from fabricwatch.collectors.sim import Simulator
+from fabricwatch.detectors.cooling_loop import SAMPLE
 from fabricwatch.detectors.stage import CLUSTER_DETECTORS, Stage1, Stage2
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
@@ -149,6 +150,7 @@ def test_the_joiners_state_resumes_where_it_stopped() -> None:
 class Split:
     findings: list[Outgoing]  # what the two processors published, in order
     gpu_sources: dict[str, set[str]]  # a hot GPU of the loop -> processors that found it hot
+    stores: dict[str, Store]  # each processor's store
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +177,7 @@ def split() -> Split:
         hot = isinstance(item, Found) and item.finding.symptom == "gpu_hot"
         if hot and TOPO.cooling_loop_of(item.finding.id) == LOOP:
             sources.setdefault(item.finding.id, set()).add(item.source or "")
-    return Split(out, sources)
+    return Split(out, sources, {name: proc.store for name, proc in procs.items()})
 
 
 def correlate(split: Split, db: Path | str = ":memory:", bus: MemoryBus | None = None) -> tuple[MemoryBus, Store]:
@@ -215,6 +217,28 @@ def test_a_cooling_loop_split_over_two_processors_and_a_switch_fault_become_one_
     assert all(i["id"].startswith("inc-t-") for i in final.values())
     assert store.count("incidents") == len(final)
     assert store.con.execute("SELECT count(*) FROM incident_outbox").fetchone() == (0,)
+
+
+def test_a_split_stage_1_publishes_its_loop_samples_and_stores_only_its_findings(split) -> None:
+    """``cooling_loop_sample`` is transport for stage 2's judge (a loop per processor per tick): on the
+    findings topic, not in a processor's findings table (the GPU rows it summarises are in the processor's
+    ``gpu`` table). Every other finding is both published and stored; what the judge makes of the samples
+    (``cooling_loop_warm``) stage 2 stores, as one process stores it."""
+    published: dict[str, list[Finding]] = {"A": [], "B": []}
+    for item in (decode(o.value) for o in split.findings):
+        if isinstance(item, Found):
+            published[item.source or ""].append(item.finding)
+    for name, store in split.stores.items():
+        samples = [f for f in published[name] if f.symptom == SAMPLE]
+        assert len(samples) >= 50  # each processor sees part of both loops, each tick
+        rows = store.con.execute("SELECT symptom, id FROM findings ORDER BY ALL").fetchall()
+        assert rows and SAMPLE not in {symptom for symptom, _ in rows}
+        assert rows == sorted((f.symptom, f.id) for f in published[name] if f.symptom != SAMPLE)
+    _, stage2 = correlate(split)
+    verdicts = stage2.con.execute("SELECT symptom, id, epoch(ts) FROM findings ORDER BY ts").fetchall()
+    assert {(symptom, id_) for symptom, id_, _ in verdicts} == {("cooling_loop_warm", LOOP)}
+    start = min(f.first_seen for f in published["A"])
+    assert min(ts for _, _, ts in verdicts) > start + 60.0  # the failure starts at 60 s
 
 
 class Crash(Exception):
