@@ -192,6 +192,8 @@ class Store:
             )
 
     def _upsert_incidents(self, items: list[Incident]) -> None:
+        """Each incident's row, in its last state of the batch (a batch may change one several times)."""
+        items = list({i.id: i for i in items}.values())
         if items:
             self._insert_arrow(
                 "incidents",
