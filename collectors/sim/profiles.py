@@ -15,8 +15,8 @@ tests/golden (tests/sim/test_profiles.py), so they cannot claim a column the par
   LinkDownedCounter 8 bits and SymbolErrorCounter 16 bits stick at their maximum (REALISM.md: a
   ConnectX-7 shows link_downed 255); port_xmit_data counts octets / 4, so bytes come in steps of 4.
 * ``gnmi`` (OpenConfig): interface counters, FEC and pre-FEC BER, pauses; no queue depth, ECN marks or
-  symbol errors; optical, module and switch rows. Its pauses are the port's only (``in-mac-pause-frames``,
-  ``out-mac-pause-frames`` of openconfig-if-ethernet): no per-priority PFC columns.
+  symbol errors; optical, module and switch rows. Its pauses are the port's only: the parser maps
+  ``in-mac-pause-frames``/``out-mac-pause-frames`` of openconfig-if-ethernet and no per-priority path.
 * ``switchcli``: transceiver tables: optical and module rows only.
 * ``ibtools``: ``perfquery -x`` port counters and ``ibswinfo`` switch health.
 * ``full``: every column (the tidy world the unit tests use).
