@@ -62,7 +62,8 @@ US_PER_S = 1e6  # the pause-duration counters count microseconds (mlx5 counters.
 
 class PfcStormConfig(TrafficConfig):
     # NVIDIA's platforms call it a storm when PFC blocks the queue more than 99 % of the interval:
-    # a queue with packets that sends ≤ 1 % of its line rate
+    # a priority held that share of it by its pause time, or on the port a queue with packets that
+    # sends ≤ 1 % of its line rate
     paused_frac_min: Fraction = 0.99
 
 
@@ -95,14 +96,15 @@ class PfcStorm(Detector):
         held = np.full((len(LOSSLESS_PRIORITIES), at.n), np.nan)
         for row, priority in enumerate(LOSSLESS_PRIORITIES):
             paused_us, _ = last_rate(at, pause_columns(priority)[2])
-            held[row] = np.minimum(paused_us / US_PER_S, 1.0)  # a scrape's ts jitter can read a hair over 1
+            # capped: a sample's ts is the scrape's, not the counter's, so a held interval can read a hair over 1
+            held[row] = np.minimum(paused_us / US_PER_S, 1.0)
         known = ~np.isnan(held)
         with np.errstate(invalid="ignore"):
-            by_priority = held >= self.config.paused_frac_min  # NaN compares False
+            on_priority = (held >= self.config.paused_frac_min).any(axis=0)  # NaN compares False
         worst = np.argmax(np.where(known, held, -1.0), axis=0)
-        worst_held = held[worst, np.arange(at.n)] if at.n else np.zeros(0)
-        storming = by_priority.any(axis=0) | (port_storming & ~known.all(axis=0))
-        on_priority = by_priority.any(axis=0)
+        worst_held = held[worst, np.arange(at.n)]
+        # an unknown lossless priority is never a quiet one: the port reading still applies there
+        storming = on_priority | (port_storming & ~known.all(axis=0))
         priority = np.where(on_priority, np.asarray(LOSSLESS_PRIORITIES)[worst], -1)
         return storming, np.where(on_priority, worst_held, port_held), priority
 
