@@ -14,12 +14,13 @@ interval of the receiving port (the shortest detection time the data allows), pe
 (none transmitted). This is the watchdog's own reading on platforms that count pause time: SONiC's
 Mellanox detection script (sonic-swss orchagent/pfc_detect_mellanox.lua) calls a queue storming when
 its pause duration over a poll exceeds 0.8 of the poll and it sent no packets, whether or not it holds
-any (``occupancy_bytes == 0`` is one of its two branches). We cannot see a priority's own sent
-packets, so we ask for the stricter 99 % held rather than 80 % held and nothing sent; the queue
-depth, where the source has it, is evidence and not a condition. The finding names the priority.
+any (``occupancy_bytes == 0`` is one of its two branches; sonic-mgmt docs/pfcwd/PFCWD_MMU_Change.md:
+"even when the queue is empty" a queue paused past the detection time is a storm). We cannot see a
+priority's own sent packets, so we ask for the stricter 99 % held rather than 80 % held and nothing
+sent; the queue depth, where the source has it, is evidence and not a condition. The finding names the priority.
 
 **On the port** (today's judgement), where the source does not count every lossless priority's
-pause time (OpenConfig gNMI has the port's MAC pause frames only, sysfs none):
+pause time (our gNMI parser maps the port's MAC pause frames only, sysfs has none):
 
 * paused: it receives ≥ ``pause_rate_min`` pause frames a second;
 * queued: its ``queue_depth_bytes`` is above zero;

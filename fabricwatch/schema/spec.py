@@ -57,7 +57,8 @@ class KindSpec:
 
 # PFC priorities carried per priority: the lossless ones (PFC enabled). SONiC's default QoS config
 # enables PFC on 3 and 4 (PORT_QOS_MAP ``pfc_enable: "3,4"``, the PFC watchdog's ``pfcwd_sw_enable:
-# "3,4"``); RoCEv2 runs on 3 by NVIDIA's default (DSCP 26). Only these ride the bus: the port totals
+# "3,4"``; sonic-mgmt docs/pfcwd: "PFC watchdog is enabled at lossless priorities (e.g., 3 and 4) by
+# default"); RoCEv2 runs on 3 by NVIDIA's default (DSCP 26). Only these ride the bus: the port totals
 # rx/tx_pause_total still count every priority's frames. mlx5 fills ``rx_prioP_pause*`` only for
 # priorities with PFC enabled (kernel mlx5 counters.rst), so a priority left out is null, not 0.
 LOSSLESS_PRIORITIES = (3, 4)
