@@ -25,7 +25,7 @@ import numpy as np
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
 from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
-from fabricwatch.schema import Message, make
+from fabricwatch.schema import LOSSLESS_PRIORITIES, Message, make, pause_columns
 
 if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
@@ -124,6 +124,11 @@ class MessageBuilder:
             "rx_packets_total": sim.rx_pkts.tolist(),
             "tx_packets_total": sim.tx_pkts.value.tolist(),
         }
+        for row, priority in enumerate(LOSSLESS_PRIORITIES):
+            rx, tx, held = pause_columns(priority)
+            port_cols[rx] = sim.rx_pause_prio[row].tolist()
+            port_cols[tx] = sim.tx_pause_prio[row].tolist()
+            port_cols[held] = sim.rx_paused_us.value[row].tolist()
         _cut(out, "port", ts, seq, port_cols, p.port_slices)
 
         optical_cols: dict[str, list[Any]] = {
