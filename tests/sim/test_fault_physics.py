@@ -270,3 +270,10 @@ def test_new_options_are_checked_where_the_fault_file_is_read(entry: dict, said:
     with pytest.raises(InputErrors) as info:
         parse_faults([entry], topo, "f.yaml")
     assert said in str(info.value)
+
+
+def test_a_port_held_in_xoff_sees_the_pause_rate_of_802_1qbb_at_400g() -> None:
+    # 65535 quanta x 512 bit times at 400 Gb/s = 83.9 µs of pause; XOFF refreshed at half of it.
+    pause_s = 65535 * 512 / 400e9
+    assert pause_s == pytest.approx(83.9e-6, rel=1e-3)
+    assert fabric.PAUSE_FULL_PER_S == pytest.approx(2 / pause_s) == pytest.approx(23_840, rel=1e-3)
