@@ -79,7 +79,8 @@ class Engine(Protocol):
 @dataclass(slots=True)
 class HandleResult:
     deadletters: list[DeadLetter] = field(default_factory=list)
-    incidents: list[Incident] = field(default_factory=list)  # changed in this call
+    # every change in this call, tick by tick (one opened and resolved in it: both, in order)
+    incidents: list[Incident] = field(default_factory=list)
     findings: list[tuple[float, Finding]] = field(default_factory=list)  # (tick time, finding) of its ticks
     ticks: list[float] = field(default_factory=list)  # the detection ticks run (telemetry time)
     rows: int = 0
@@ -240,9 +241,7 @@ class Processor:
             self.metrics.watermark.set(self.watermark)
         for source, offset in self.clocks.offsets().items():
             self.metrics.clock_offset.labels(source).set(offset)
-        result.incidents = _merge(
-            result.incidents, self._run_due(final=False, findings=result.findings, ticks=result.ticks)
-        )
+        result.incidents += self._run_due(final=False, findings=result.findings, ticks=result.ticks)
 
     def _observe(self, message: schema.Message | schema.MessageBatch) -> None:
         stamps = (
@@ -287,7 +286,7 @@ class Processor:
         if self._next_tick is None:
             assert self.earliest is not None
             self._next_tick = math.floor(self.earliest / every) * every + every
-        changed: dict[str, Incident] = {}
+        changed: list[Incident] = []  # tick by tick, in id order within a tick
         while True:
             tick = self._next_tick
             if final:
@@ -296,12 +295,11 @@ class Processor:
                 due = self.watermark >= tick + self.grace_s
             if not due:
                 break
-            for incident in self._tick(tick, findings):
-                changed[incident.id] = incident
+            changed += sorted(self._tick(tick, findings), key=lambda i: i.id)
             if ticks is not None:
                 ticks.append(tick)
             self._next_tick = tick + every
-        return [changed[k] for k in sorted(changed)]
+        return changed
 
     def _tick(self, tick: float, found: list[tuple[float, Finding]] | None = None) -> list[Incident]:
         assert self.engine is not None
@@ -399,12 +397,6 @@ class Processor:
             except Exception:
                 self.metrics.errors.labels("publish").inc()
                 log.exception("publishing incident %s failed", incident.id)
-
-
-def _merge(before: list[Incident], after: list[Incident]) -> list[Incident]:
-    """Incidents changed by a batch's segments: the latest copy of each, in id order."""
-    changed = {i.id: i for i in before} | {i.id: i for i in after}
-    return [changed[k] for k in sorted(changed)]
 
 
 def _corrected(table: pa.Table, corrections: dict[str, float]) -> pa.Table:

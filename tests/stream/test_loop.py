@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import orjson
@@ -63,6 +64,32 @@ def test_finish_publishes_the_incidents_of_the_last_ticks(store) -> None:
     (published,) = bus.records(TOPIC_INCIDENTS)
     assert published.key == "node000/gpu0" and orjson.loads(published.value)["id"] == incident.id == "inc-0001"
     assert loop.stats.incidents == 1
+
+
+class OpenThenResolve(RecordingEngine):
+    """Opens inc-0001 while a hot reading is in the window and resolves it once none is."""
+
+    def run(self, window, now):
+        opened, was_open = super().run(window, now), getattr(self, "open", None)
+        if opened:
+            self.open = opened[0]
+            return [] if was_open else opened
+        if was_open is not None:
+            resolved, self.open = dataclasses.replace(self.open, resolved_at=now), None
+            return [resolved]
+        return []
+
+
+def test_an_incident_opened_and_resolved_within_one_batch_is_published_opened_then_resolved(store) -> None:
+    bus = MemoryBus()
+    engine = OpenThenResolve()
+    loop = ProcessingLoop(bus, Processor(EMPTY, store, clock=VirtualClock(), engine=engine), max_records=1000)
+    loop.subscribe()
+    produce(bus, *(schema.encode(gpu_message(t, t, temp=90.0 if t == 12 else 60.0)) for t in range(60)))
+    loop.drain()
+    assert loop.stats.batches == 1  # one batch held both changes
+    published = [orjson.loads(r.value) for r in bus.records(TOPIC_INCIDENTS)]
+    assert [(i["id"], i["resolved_at"] is None) for i in published] == [("inc-0001", True), ("inc-0001", False)]
 
 
 def write_capture(path, lines: list[tuple[str, schema.Message]]) -> None:
