@@ -109,3 +109,13 @@ def test_the_tables_render_from_run_results(tmp_path) -> None:
     scale.print_targets(out, runs, m)
     text = out.file.getvalue()
     assert "1 missing" in text and "11,703" in text and "100,000 GPUs" in text
+
+
+def test_stage1_bench_counts_every_stage_after_the_window_fills(capsys) -> None:
+    from bench import stage1
+
+    stage1.main(["--gpus", "64", "--seconds", "25", "--warm", "12", "--repeat", "1"])
+    out = capsys.readouterr().out
+    for label in ("decode", "source clocks", "validate", "DuckDB", "window cut", "detectors", "the rest"):
+        assert f"  {label} " in out
+    assert "GPUs per stage-1 core at 1 s:" in out and "of the 10,240 target" in out
