@@ -18,6 +18,8 @@ integers for temperatures, utilisation and clocks, DOM resolutions for optics (0
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +27,7 @@ import numpy as np
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
 from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
-from fabricwatch.schema import Message, make
+from fabricwatch.schema import SCHEMA, Message, make
 
 if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
@@ -56,6 +58,12 @@ class MessageBuilder:
             self.module_columns[name] = [getattr(m, name) for m in parts]
         self.power_limit = [POWER_LIMIT_W] * plant.G
         self.psu_ok = [1] * plant.S
+        self.cut = {
+            "gpu": _Cutter("gpu", plant.gpu_slices),
+            "switch": _Cutter("switch", plant.switch_slices),
+            "port": _Cutter("port", plant.port_slices),
+            "optical": _Cutter("optical", plant.port_slices, LANES),
+        }
 
     def set_part(self, port: int, part: optics.ModulePart) -> None:
         """A module replaced by another part: its identity and thresholds from the next module message."""
@@ -63,8 +71,18 @@ class MessageBuilder:
             if name != "port":
                 self.module_columns[name][port] = getattr(part, name)
 
-    def build(self, ts: float, seq: int, r: dict[str, Any], sim: Simulator, send_modules: set[int]) -> list[Message]:
+    def build(
+        self,
+        ts: float,
+        seq: int,
+        r: dict[str, Any],
+        sim: Simulator,
+        send_modules: set[int],
+        skip: Mapping[str, Collection[str]] | None = None,
+    ) -> list[Message]:
+        """The scrape's messages; ``skip`` maps a kind to sources whose message of it is not wanted (not cut)."""
         p = self.plant
+        skip = skip or {}
         out: list[Message] = []
 
         gpu = r["gpu"]
@@ -87,21 +105,15 @@ class MessageBuilder:
             for name, values in gpu_cols.items():
                 if name not in ("device", "xid"):
                     _with_nulls(values, offbus)
-        _cut(out, "gpu", ts, seq, gpu_cols, p.gpu_slices)
+        self.cut["gpu"](out, ts, seq, gpu_cols, skip.get("gpu", ()))
 
-        _cut(
-            out,
-            "switch",
-            ts,
-            seq,
-            {
-                "device": p.switches,
-                "asic_temp_c": r["switch_temp"].tolist(),
-                "fan_min_rpm": r["fan"].tolist(),
-                "psu_ok": self.psu_ok,
-            },
-            p.switch_slices,
-        )
+        switch_cols: dict[str, list[Any]] = {
+            "device": p.switches,
+            "asic_temp_c": r["switch_temp"].tolist(),
+            "fan_min_rpm": r["fan"].tolist(),
+            "psu_ok": self.psu_ok,
+        }
+        self.cut["switch"](out, ts, seq, switch_cols, skip.get("switch", ()))
 
         down = np.flatnonzero(~r["up_now"])
         port_cols: dict[str, list[Any]] = {
@@ -124,7 +136,7 @@ class MessageBuilder:
             "rx_packets_total": sim.rx_pkts.tolist(),
             "tx_packets_total": sim.tx_pkts.value.tolist(),
         }
-        _cut(out, "port", ts, seq, port_cols, p.port_slices)
+        self.cut["port"](out, ts, seq, port_cols, skip.get("port", ()))
 
         optical_cols: dict[str, list[Any]] = {
             "port": p.lane_port_list,
@@ -135,28 +147,53 @@ class MessageBuilder:
             "module_temp_c": np.repeat(np.round(r["module_temp"], 2), LANES).tolist(),
             "voltage_v": np.repeat(np.round(r["voltage"], 4), LANES).tolist(),
         }
-        _cut(out, "optical", ts, seq, optical_cols, p.port_slices, LANES)
+        self.cut["optical"](out, ts, seq, optical_cols, skip.get("optical", ()))
 
         if send_modules:
             chosen = [i for i in range(len(p.port_slices)) if i in send_modules]
+            unwanted = skip.get("module", ())
             for i in chosen:
                 sl = p.port_slices[i]
+                if sl.source in unwanted:  # its seq moves on as if it were sent
+                    self.module_seq[i] += 1
+                    continue
                 rows = {name: values[sl.start : sl.stop] for name, values in self.module_columns.items()}
                 out.append(make("module", sl.source, ts, self.module_seq[i], rows))
                 self.module_seq[i] += 1
         return out
 
 
-def _cut(
-    out: list[Message],
-    kind: str,
-    ts: float,
-    seq: int,
-    cols: dict[str, list[Any]],
-    slices: list[Slice],
-    scale: int = 1,
-) -> None:
-    """One message per slice; ``scale`` rows per slice unit (LANES for optical rows of ports)."""
-    for sl in slices:
-        a, b = sl.start * scale, sl.stop * scale
-        out.append(make(kind, sl.source, ts, seq, {name: values[a:b] for name, values in cols.items()}))
+class _Cutter:
+    """Cuts columns into one message per slice of a kind; the slice bounds are worked out once.
+
+    Each column is cut by ``map`` over prepared ``slice`` objects and each message's rows are zipped
+    from the pieces, so the Python work per message is a few calls whatever its columns.
+    """
+
+    def __init__(self, kind: str, slices: list[Slice], scale: int = 1) -> None:
+        self.kind = kind
+        self.sources = [sl.source for sl in slices]
+        self.cuts = [slice(sl.start * scale, sl.stop * scale) for sl in slices]
+
+    def __call__(
+        self, out: list[Message], ts: float, seq: int, cols: dict[str, list[Any]], skip: Collection[str]
+    ) -> None:
+        """One message per slice, except the sources in ``skip``."""
+        sources, cuts = self.sources, self.cuts
+        if skip:
+            chosen = [i for i, source in enumerate(sources) if source not in skip]
+            sources, cuts = [sources[i] for i in chosen], [cuts[i] for i in chosen]
+        names = list(cols)
+        pieces = zip(*[list(map(values.__getitem__, cuts)) for values in cols.values()], strict=True)
+        kind, ts = self.kind, float(ts)
+        out.extend(
+            map(
+                Message,
+                repeat(SCHEMA),
+                repeat(kind),
+                sources,
+                repeat(ts),
+                repeat(seq),
+                map(dict, map(zip, repeat(names), pieces)),
+            )
+        )

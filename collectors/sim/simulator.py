@@ -289,10 +289,11 @@ class Simulator:
         }
         send_modules = self._module_due(t_prev, t, k, eff)
         self._k += 1
-        messages = self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules)
-        if self.delivery is not None:
-            messages = self.delivery.apply(messages, k, t_prev, t)
-        return messages
+        if self.delivery is None:
+            return self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules)
+        unwanted = self.delivery.unwanted(k, t_prev, t)  # dropped unread (off cadence, outage): not cut
+        messages = self.messages.build(self.ts if ts is None else ts, k, readings, self, send_modules, unwanted)
+        return self.delivery.apply(messages, k, t_prev, t)
 
     # --- pieces of a step ---------------------------------------------------------------------------------
 
