@@ -21,8 +21,10 @@ that has fallen off the bus reports every value but its XID as null. Messages fo
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +89,25 @@ class _Counter:
         inc = inc.astype(np.int64)
         self.value += inc
         return inc
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a step runs, as it was after.
+
+    A 1024-GPU step makes some 7,000 lists, dicts and messages that stay alive until it returns and
+    form no cycles: the collections they would trigger on the way (one per 700 new objects, and full
+    ones as they pile up) find nothing and traverse the whole heap, a third of a tidy step's time.
+    Paused, one young collection takes them after the step, where the next allocation starts it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class Simulator:
@@ -223,7 +244,8 @@ class Simulator:
 
     def step(self) -> list[Message]:
         """Scrape every source at the next scrape time (first call: t=0) and return all messages."""
-        return self._step(None)
+        with _collector_paused():
+            return self._step(None)
 
     def _step(self, ts: float | None) -> list[Message]:
         k = self._k
