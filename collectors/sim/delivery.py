@@ -277,6 +277,24 @@ class Delivery:
                 out.append(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
             if route.resets:
                 self._restart(m, route.resets, t)
+            # the drops first: what follows only changes the message (same result, no work on a dropped one)
+            if route.cadence is not None:
+                c = route.cadence
+                if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
+                    continue
+                restart = self.restarts.get(key)
+                m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
+            lost = False
+            for tag, f in route.missing:
+                if _hashed(scrape + tag) < f:
+                    lost = True
+                    break
+            for a, b in route.outages:
+                if a <= t < b:
+                    lost = True
+                    break
+            if lost:
+                continue
             for column, bits, mode in route.saturate:
                 values = m.rows.get(column)
                 if isinstance(values, list):
@@ -295,20 +313,13 @@ class Delivery:
                     rows[column] = [None] * n
             for tag, fraction in route.na:
                 self._not_available(m, _hashed(scrape + tag), fraction)
-            if route.cadence is not None:
-                c = route.cadence
-                if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
-                    continue
-                restart = self.restarts.get(key)
-                m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
-            if any(_hashed(scrape + tag) < f for tag, f in route.missing):
-                continue
-            if any(a <= t < b for a, b in route.outages):
-                continue
             for tag, offset, jitter in route.skews:
                 z = _NORMAL.inv_cdf(_hashed(scrape + tag)) if jitter else 0.0
                 m.ts = m.ts + offset + jitter * z
-            delay = max((d for tag, f, d in route.late if _hashed(scrape + tag) < f), default=0)
+            delay = 0.0
+            for tag, f, d in route.late:
+                if _hashed(scrape + tag) < f:
+                    delay = max(delay, d)
             if delay:
                 self.held.append((t + delay, m))
                 continue
