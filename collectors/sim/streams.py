@@ -59,17 +59,20 @@ def poisson(lam: np.ndarray, gen: np.random.Generator) -> np.ndarray:
 
 
 def _invert_small(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inversion of the CDF, summed term by term; each round works on the elements not yet done only."""
     k = np.zeros(lam.shape, dtype=np.int64)
     p = np.exp(-lam)
-    cdf = p.copy()
-    active = u > cdf
+    at = np.flatnonzero(u > p)  # the elements whose count is at least j
+    lam, u, p, cdf = lam[at], u[at], p[at], p[at]
     j = 0
-    while active.any() and j < 200:
+    while at.size and j < 200:
         j += 1
         p = p * lam / j
-        k[active] += 1
+        k[at] += 1
         cdf = cdf + p
-        active &= u > cdf
+        more = u > cdf
+        if not more.all():
+            at, lam, u, p, cdf = at[more], lam[more], u[more], p[more], cdf[more]
     return k
 
 
