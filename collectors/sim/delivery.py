@@ -106,6 +106,8 @@ class _Route:
     resets: list[float] = field(default_factory=list)
     saturate: list[tuple[str, int, str]] = field(default_factory=list)
     keep: set[str] | None = None
+    columns: tuple[str, ...] = ()  # the columns of the last message kept, and those ``keep`` nulls in it
+    nulls: list[str] = field(default_factory=list)
     na: list[tuple[bytes, float]] = field(default_factory=list)
     steps: list[tuple[str, int]] = field(default_factory=list)
     cadence: float | None = None
@@ -307,9 +309,12 @@ class Delivery:
                 if isinstance(values, list):
                     m.rows[column] = [v if v is None else v - v % step for v in values]
             if route.keep is not None:
-                rows, keep = m.rows, route.keep
+                rows = m.rows
+                names = tuple(rows)
+                if names != route.columns:  # the columns to null, worked out once per set of columns
+                    route.columns, route.nulls = names, [c for c in names if c not in route.keep]
                 n = len(next(iter(rows.values()), []))
-                for column in [c for c in rows if c not in keep]:
+                for column in route.nulls:
                     rows[column] = [None] * n
             for tag, fraction in route.na:
                 self._not_available(m, _hashed(scrape + tag), fraction)
