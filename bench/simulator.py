@@ -29,11 +29,11 @@ from pathlib import Path
 
 # Runs in the checkout being measured, with its own Python: only what every version has.
 WORKER = """
-import json, sys, time
+import importlib, json, sys, time
 try:
-    from fabricwatch.collectors.sim import Simulator
-except ImportError:  # before the stage folders installed under fabricwatch
-    from collectors.sim import Simulator
+    Simulator = importlib.import_module("fabricwatch.collectors.sim").Simulator
+except ImportError:  # before the stage folders installed under fabricwatch (a baseline's checkout)
+    Simulator = importlib.import_module("collectors.sim").Simulator
 from fabricwatch.schema import row_count
 from fabricwatch.topology import generate
 
