@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from fabricwatch.collectors.sim.plant import LANES, Plant
-from fabricwatch.collectors.sim.profiles import PROFILES, SATURATES, STEPS
+from fabricwatch.collectors.sim.profiles import PORT_ALL, PROFILES, SATURATES, STEPS
 from fabricwatch.errors import InputError
 from fabricwatch.pathologies import Pathology
 from fabricwatch.schema import KINDS, Message, make
@@ -73,6 +73,9 @@ _ROUTED = frozenset(
     }
 )
 _WILD = re.compile(r"[*?\[]")
+# every column a kind's messages can have (the simulator's port messages add the packet counters)
+_COLUMNS = {name: {c.name for c in spec.columns} | {c.name for c in spec.keys} for name, spec in KINDS.items()}
+_COLUMNS["port"] |= PORT_ALL
 _NORMAL = NormalDist()
 _SPARE_RX = (-34.0, -30.4)
 
@@ -106,6 +109,7 @@ class _Route:
     resets: list[float] = field(default_factory=list)
     saturate: list[tuple[str, int, str]] = field(default_factory=list)
     keep: set[str] | None = None
+    keeps_all: bool = False  # ``keep`` holds every column the kind has: it nulls nothing
     columns: tuple[str, ...] = ()  # the columns of the last message kept, and those ``keep`` nulls in it
     nulls: list[str] = field(default_factory=list)
     na: list[tuple[bytes, float]] = field(default_factory=list)
@@ -234,6 +238,7 @@ class Delivery:
         r.resets.sort()
         if r.keep is not None:
             r.keep |= {c.name for c in KINDS[kind].keys}
+            r.keeps_all = r.keep >= _COLUMNS[kind]
         return r
 
     # --- one scrape ------------------------------------------------------------------------------------
@@ -261,6 +266,7 @@ class Delivery:
             out = [m for due, m in self.held if due <= t + 1e-9]
             self.held = [(due, m) for due, m in self.held if due > t + 1e-9]
         scrape = f"{self.seed}/{k}".encode()  # how every key hashed for this scrape starts (_tag)
+        blake2b, from_bytes = hashlib.blake2b, int.from_bytes
         for m in messages:
             key = (m.source, m.kind)
             route = self.routes.get(key)
@@ -288,8 +294,8 @@ class Delivery:
                 m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
             lost = False
             for tag, f in route.missing:
-                if _hashed(scrape + tag) < f:
-                    lost = True
+                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
+                    lost = True  # _hashed, written out: two draws per message on the hot path
                     break
             for a, b in route.outages:
                 if a <= t < b:
@@ -308,7 +314,7 @@ class Delivery:
                 values = m.rows.get(column)
                 if isinstance(values, list):
                     m.rows[column] = [v if v is None else v - v % step for v in values]
-            if route.keep is not None:
+            if route.keep is not None and not route.keeps_all:
                 rows = m.rows
                 names = tuple(rows)
                 if names != route.columns:  # the columns to null, worked out once per set of columns
@@ -323,7 +329,7 @@ class Delivery:
                 m.ts = m.ts + offset + jitter * z
             delay = 0.0
             for tag, f, d in route.late:
-                if _hashed(scrape + tag) < f:
+                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
                     delay = max(delay, d)
             if delay:
                 self.held.append((t + delay, m))
