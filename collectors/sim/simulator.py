@@ -184,6 +184,8 @@ class Simulator:
         module_off = np.clip(gen.normal(0.0, 0.4, p.P), -1.0, 1.0)
         lane_off = np.clip(gen.normal(0.0, 0.3, p.L), -0.8, 0.8)
         self.tx_set_dbm = np.repeat(nominal + module_off, LANES) + lane_off
+        self._tx_set_seen: np.ndarray | None = None  # the set points _tx_set_mw last converted
+        self._tx_set_mw_cached = np.zeros(0)
         self.sensitivity_dbm = optics.SENSITIVITY_DBM + np.clip(gen.normal(0.0, 0.4, p.L), -1.0, 1.0)
         # BER floor per receiving lane: mostly 1e-9..1e-7, a tail of outliers towards 1e-6
         self.floor_log10 = np.clip(gen.normal(-8.0, 0.55, p.L), -9.3, -6.0)
@@ -331,7 +333,7 @@ class Simulator:
         rx_true = tx_true[p.row_peer] - self.loss_rx_db - eff.rx_extra_loss_db + RX_JITTER_DB * z_jitter
         lane_temp = np.repeat(module_temp, LANES)
         # APC holds the set point: an ageing laser (bias_mult) needs more current for it, a dead one none
-        bias = optics.bias_ma(optics.dbm_to_mw(self.tx_set_dbm), lane_temp, self.ith0, self.eta0) * eff.bias_mult
+        bias = optics.bias_ma(self._tx_set_mw(), lane_temp, self.ith0, self.eta0) * eff.bias_mult
         bias = np.where(eff.tx_dead, 0.0, np.maximum(bias + 0.08 * z_bias, 0.0))
         floor = np.power(10.0, self.floor_log10 + 0.065 * z_ber) * optics.thermal_floor_factor(lane_temp)
         floor = np.where(u_burst < 2e-4, floor * (2.0 + 6.0 * burst_mult), floor)  # brief healthy error bursts
@@ -349,6 +351,13 @@ class Simulator:
             port_ber=ber_lane.reshape(p.P, LANES).mean(axis=1),  # the FEC sees the lanes interleaved
             rx_min=rx_true.reshape(p.P, LANES).min(axis=1),
         )
+
+    def _tx_set_mw(self) -> np.ndarray:
+        """The lanes' set-point power in mW, worked out again only when a set point changed (a module refit)."""
+        if self._tx_set_seen is None or not np.array_equal(self._tx_set_seen, self.tx_set_dbm):
+            self._tx_set_seen = self.tx_set_dbm.copy()
+            self._tx_set_mw_cached = optics.dbm_to_mw(self.tx_set_dbm)
+        return self._tx_set_mw_cached
 
     def _traffic(
         self,
