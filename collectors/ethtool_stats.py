@@ -16,9 +16,18 @@ rx_pause_ctrl_phy               rx_pause_total         pause frames, PFC include
 tx_pause_ctrl_phy               tx_pause_total
 np_ecn_marked_roce_packets      ecn_marked_total       RoCE packets that arrived ECN-marked
 tx_discards_phy                 tx_drops_total         else tx_dropped
+rx_prioP_pause                  rx_pause_pP_total      PFC frames received on priority P
+tx_prioP_pause                  tx_pause_pP_total      PFC frames sent on priority P
+rx_prioP_pause_duration         rx_pause_duration_     microseconds priority P was held by received
+                                pP_us_total            pauses (the time it sent nothing)
 ==============================  =====================  ==============================================
 
-Not mapped: per-priority and per-queue counters, rx_discards_phy and rx_out_of_buffer (receive-side
+P is each lossless priority of the schema (3 and 4); mlx5 lists a priority's pause counters only when
+PFC is enabled on it (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
+counters.rst, "Priority Port Counters"), so a priority without them is null, never 0.
+
+Not mapped: per-queue counters, the other per-priority counters (bytes, packets, tx_prioP_pause_duration,
+pause transitions), rx_discards_phy and rx_out_of_buffer (receive-side
 drops), per-lane error counters, the RoCE congestion counters other than ECN marks. There is no
 uncorrectable-FEC count or pre-FEC BER in ``ethtool -S`` (null here). ``ethtool IFACE`` gives ``state``
 (``Link detected: yes``) and ``speed_gbps`` (``Speed: 400000Mb/s``; ``Unknown!`` → null).
@@ -31,6 +40,7 @@ from typing import Any
 
 from fabricwatch.collectors.values import integer
 from fabricwatch.errors import InputError
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
 
 STATS: dict[str, tuple[str, ...]] = {
     "rx_bytes_total": ("rx_bytes_phy", "rx_bytes"),
@@ -46,6 +56,9 @@ STATS: dict[str, tuple[str, ...]] = {
     "ecn_marked_total": ("np_ecn_marked_roce_packets",),
     "tx_drops_total": ("tx_discards_phy", "tx_dropped"),
 }
+for _p in LOSSLESS_PRIORITIES:
+    _rx, _tx, _held = pause_columns(_p)
+    STATS |= {_rx: (f"rx_prio{_p}_pause",), _tx: (f"tx_prio{_p}_pause",), _held: (f"rx_prio{_p}_pause_duration",)}
 _STAT_LINE = re.compile(r"^\s+([^:\s][^:]*):\s*(-?\d+)\s*$")
 
 

@@ -89,7 +89,7 @@ class Congestion(Detector):
         last_ts = t.at.last_ts()
         out = []
         for i in np.flatnonzero(busy):
-            port = str(t.at.index[i])
+            port = t.at.names[i]
             evidence = [
                 {
                     "metric": "queue_depth_bytes",

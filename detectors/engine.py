@@ -56,6 +56,11 @@ class DetectionEngine:
         return self.stage2.findings
 
     @property
+    def transport(self) -> frozenset[str]:
+        """None of its findings is a summary for another stage: samples are judged here (:attr:`findings`)."""
+        return frozenset()
+
+    @property
     def errors(self) -> list[str]:
         """The last tick's detector and judge failures, "name: error" (never fatal)."""
         return self.stage1.errors + self.stage2.errors

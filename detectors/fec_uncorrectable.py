@@ -56,7 +56,7 @@ class FecUncorrectable(Detector):
         last_ts = now.last_ts()
         out = []
         for i in flagged:
-            port = str(now.index[i])
+            port = now.names[i]
             out.append(
                 Finding(
                     detector=self.name,

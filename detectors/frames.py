@@ -45,6 +45,7 @@ class Keyed:
         self._parent: Keyed | None = None  # set on a view made by since()
         self._keep: np.ndarray | None = None  # the parent's rows this view keeps
         self._src: np.ndarray | None = None  # each row's source as an integer code (grouped order)
+        self._names: list[str] | None = None
         if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
             self.rows = np.zeros(0, dtype=np.int64)
             self.codes = np.zeros(0, dtype=np.int64)
@@ -96,12 +97,23 @@ class Keyed:
         view._parent, view._keep = self, keep
         view._values, view._aggs, view._steps = {}, {}, {}
         view._src = None
+        view._names = None
         view.rows, view.codes, view.ts = self.rows[keep], self.codes[keep], self.ts[keep]
         view._bounds()
         return view
 
     def __len__(self) -> int:
         return self.n
+
+    @property
+    def names(self) -> list[str]:
+        """The entity keys as strings, by position: indexing the pandas index one position at a
+        time costs ~25 µs with pandas' Arrow-backed strings, a list ~30 ns (8,192 ports a tick)."""
+        if self._parent is not None:
+            return self._parent.names
+        if self._names is None:
+            self._names = [str(k) for k in self.index]
+        return self._names
 
     def values(self, column: str) -> np.ndarray:
         """The column in grouped order as float64; null and a missing column are NaN."""

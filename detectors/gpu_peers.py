@@ -93,7 +93,7 @@ class GpuPeerThermal(Detector):
         last_ts = now.last_ts()
         out = []
         for i in flagged:
-            gpu = str(now.index[i])
+            gpu = now.names[i]
             out.append(
                 Finding(
                     detector=self.name,

@@ -61,7 +61,7 @@ class GpuTemperature(Detector):
         last_ts = now.last_ts()
         out = []
         for i in hot:
-            gpu = str(now.index[i])
+            gpu = now.names[i]
             bits = int(mask[i]) if np.isfinite(mask[i]) else 0
             thermal = reasons(bits & THERMAL_MASK)
             evidence = [{"metric": "temp_c", "gpu": gpu, "value": sig(temp[i]), "threshold": cfg.gpu_hot_c}]

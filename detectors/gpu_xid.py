@@ -46,7 +46,7 @@ class GpuXid(Detector):
         last_ts = now.last_ts()
         out = []
         for i in flagged:
-            gpu = str(now.index[i])
+            gpu = now.names[i]
             code = int(xid[i]) if has_xid[i] else 48
             evidence = []
             if has_xid[i]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import (
@@ -93,7 +92,7 @@ class LinkState(Detector):
             key = (int(code), float(when))
             found[key] = [max(found.get(key, [0])[0], 1), float(dt)]
         for (code, when), (count, dt) in found.items():
-            port = str(full.index[code])
+            port = full.names[code]
             mem = self.events.setdefault(port, {})
             mem[when] = [max(mem.get(when, [0])[0], count), dt]
         horizon = window.end - self.config.flap_memory_s
@@ -105,10 +104,9 @@ class LinkState(Detector):
             else:
                 del self.events[port]
 
-    def _down_spells(self, window: Window, first_down: np.ndarray, state: np.ndarray, index: pd.Index) -> None:
+    def _down_spells(self, window: Window, first_down: np.ndarray, state: np.ndarray, ports: list[str]) -> None:
         """Remember when each port's current down spell began; forget ports seen up again."""
-        for i, port in enumerate(index):
-            port = str(port)
+        for i, port in enumerate(ports):
             if state[i] == 0:
                 if np.isfinite(first_down[i]):
                     self.down_since[port] = min(self.down_since.get(port, np.inf), float(first_down[i]))
@@ -132,14 +130,14 @@ class LinkState(Detector):
             row_up = full.per_row(np.nan_to_num(last_up, nan=-np.inf))
             first_down = full.first_ts_where((s == 0) & (full.ts > row_up))
             last_ts = now.last_ts()
-            self._down_spells(window, first_down, state, now.index)
+            self._down_spells(window, first_down, state, now.names)
             for i in range(now.n):
-                port = str(now.index[i])
+                port = now.names[i]
                 if port in known or not np.isfinite(last_ts[i]):
                     continue
                 out.append(self._not_in_topology(port, state[i], now.first_ts()[i], last_ts[i]))
             for i in np.flatnonzero(state == 0):
-                port = str(now.index[i])
+                port = now.names[i]
                 if port not in known:
                     continue
                 since = self.down_since.get(port, ts_or(first_down[i], last_ts[i]))

@@ -179,7 +179,7 @@ class OpticalBaseline(Detector):
         peer = window.topology.port_peer
         gone: set[str] = set()
         for code, at in zip(st.codes[new], st.ts[new], strict=True):
-            port = str(ports.index[code])
+            port = ports.names[code]
             for end in (port, peer.get(port, port)):
                 gone.add(end)
                 self._swapped_at[end] = max(self._swapped_at.get(end, -np.inf), float(at))

@@ -124,7 +124,7 @@ class OpticalTrend(Detector):
             return set()
         self._retrain_ts = float(st.ts[new].max())
         peer = window.topology.port_peer
-        ends = {str(ports.index[c]) for c in np.unique(st.codes[new])}
+        ends = {ports.names[c] for c in np.unique(st.codes[new])}
         return ends | {peer.get(p, p) for p in ends}
 
     # --- detection ------------------------------------------------------------------------------------

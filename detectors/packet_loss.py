@@ -51,7 +51,7 @@ class PacketLoss(Detector):
         last_ts = now.last_ts()
         out = []
         for i in flagged:
-            port = str(now.index[i])
+            port = now.names[i]
             out.append(
                 Finding(
                     detector=self.name,

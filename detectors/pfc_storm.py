@@ -1,10 +1,26 @@
-"""PFC pause storms (DESIGN §4 pfc_storm), with the SONiC PFC watchdog's meaning, traced to their origin.
+"""PFC pause storms (DESIGN §4 pfc_storm), with the SONiC PFC watchdog's meaning, per priority where
+the source has it, traced to their origin.
 
-SONiC's PFC watchdog calls a queue *storming* when it is paused, has packets queued and transmits none
-over its detection time (REALISM.md; NVIDIA's platforms: PFC blocks the queue for more than 99 % of the
-interval). The storming queue is on the port that *receives* the pauses; the storm's source is the
-port at the other end of its link, the one sending them. Here, over the latest scrape interval of the
-receiving port (the shortest detection time the data allows):
+SONiC's PFC watchdog calls a lossless queue *storming* when it is paused, has packets queued and
+transmits none over its detection time (REALISM.md; NVIDIA's platforms: PFC blocks the queue for more
+than 99 % of the interval). The storming queue is on the port that *receives* the pauses; the storm's
+source is the port at the other end of its link, the one sending them. Over the latest scrape
+interval of the receiving port (the shortest detection time the data allows), per port:
+
+**Per priority**, where the source counts the time each lossless priority was held by received pauses
+(``rx_pause_duration_pP_us_total``: mlx5 ``rx_prioP_pause_duration``, SAI
+``SAI_PORT_STAT_PFC_P_RX_PAUSE_DURATION_US``): priority P is storming when it was held ≥
+``paused_frac_min`` of the interval, so it could send during at most 1 - ``paused_frac_min`` of it
+(none transmitted). This is the watchdog's own reading on platforms that count pause time: SONiC's
+Mellanox detection script (sonic-swss orchagent/pfc_detect_mellanox.lua) calls a queue storming when
+its pause duration over a poll exceeds 0.8 of the poll and it sent no packets, whether or not it holds
+any (``occupancy_bytes == 0`` is one of its two branches; sonic-mgmt docs/pfcwd/PFCWD_MMU_Change.md:
+"even when the queue is empty" a queue paused past the detection time is a storm). We cannot see a
+priority's own sent packets, so we ask for the stricter 99 % held rather than 80 % held and nothing
+sent; the queue depth, where the source has it, is evidence and not a condition. The finding names the priority.
+
+**On the port** (today's judgement), where the source does not count every lossless priority's
+pause time (our gNMI parser maps the port's MAC pause frames only, sysfs has none):
 
 * paused: it receives ≥ ``pause_rate_min`` pause frames a second;
 * queued: its ``queue_depth_bytes`` is above zero;
@@ -14,8 +30,14 @@ receiving port (the shortest detection time the data allows):
   pause frame holds the link depends on the quanta the sender put in it (IEEE 802.1Qbb: up to 65535
   quanta of 512 bit times), which the counters do not say.
 
-A column that the source does not fill (no queue depth over OpenConfig gNMI, no pause counters over
-sysfs) makes the queue's state unknown, and an unknown queue is never a storm.
+The port judgement covers the 1 % left over for control traffic and lossy classes still flowing
+while the lossless one is held (a RoCE training fabric carries its load on the lossless class). A
+storm on a lossless priority that carries none of the job (priority 4 under SONiC's default) leaves
+the port's traffic flowing, so only the per-priority reading sees it. Where every lossless priority's
+pause time is known, it decides; where one is unknown, the port judgement still applies. A column
+that the source does not fill (no queue depth over OpenConfig gNMI, no pause counters over sysfs)
+makes the queue's state unknown, and an unknown queue is never a storm: absent per-priority columns
+are never read as quiet priorities.
 
 A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is the origin of a storm
 (``pfc_storm_source``) when the queue it pauses is storming and its own device has no reason to pause
@@ -23,11 +45,6 @@ A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is
 upstream hop by hop, and a port pausing because its device is held is a step on the way, not the
 origin. Every other pausing port is ``pause_upstream``; correlation folds them into the nearest storm
 or congestion behind them.
-
-Port counters are per port, not per priority: a source that fills none per priority (the telemetry
-contract has no per-priority column yet) is judged on the port; the 1 % left over covers control
-traffic and lossy classes still flowing while the lossless one is held (a RoCE training fabric
-carries its load on the lossless class).
 """
 
 from __future__ import annotations
@@ -39,11 +56,15 @@ from fabricwatch.detectors.config import Fraction
 from fabricwatch.detectors.frames import Keyed, sig, ts_or
 from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
+
+US_PER_S = 1e6  # the pause-duration counters count microseconds (mlx5 counters.rst; SAI ``_US``)
 
 
 class PfcStormConfig(TrafficConfig):
     # NVIDIA's platforms call it a storm when PFC blocks the queue more than 99 % of the interval:
-    # a queue with packets that sends ≤ 1 % of its line rate
+    # a priority held that share of it by its pause time, or on the port a queue with packets that
+    # sends ≤ 1 % of its line rate
     paused_frac_min: Fraction = 0.99
 
 
@@ -68,10 +89,29 @@ class PfcStorm(Detector):
     Config = PfcStormConfig
     config: PfcStormConfig
 
-    def storming(self, window: Window, at: Keyed) -> tuple[np.ndarray, np.ndarray]:
+    def storming(self, window: Window, at: Keyed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per port (``at``'s order): whether its egress queue is storming by the watchdog's meaning
-        over its latest interval (False where unknown), and the share of that interval it was held
-        (NaN where unknown)."""
+        over its latest interval (False where unknown), the share of that interval it was held (NaN
+        where unknown), and the lossless priority held (-1: judged on the port)."""
+        port_storming, port_held = self.port_storming(at)
+        held = np.full((len(LOSSLESS_PRIORITIES), at.n), np.nan)
+        for row, priority in enumerate(LOSSLESS_PRIORITIES):
+            paused_us, _ = last_rate(at, pause_columns(priority)[2])
+            # capped: a sample's ts is the scrape's, not the counter's, so a held interval can read a hair over 1
+            held[row] = np.minimum(paused_us / US_PER_S, 1.0)
+        known = ~np.isnan(held)
+        with np.errstate(invalid="ignore"):
+            on_priority = (held >= self.config.paused_frac_min).any(axis=0)  # NaN compares False
+        worst = np.argmax(np.where(known, held, -1.0), axis=0)
+        worst_held = held[worst, np.arange(at.n)]
+        # an unknown lossless priority is never a quiet one: the port reading still applies there
+        storming = on_priority | (port_storming & ~known.all(axis=0))
+        priority = np.where(on_priority, np.asarray(LOSSLESS_PRIORITIES)[worst], -1)
+        return storming, np.where(on_priority, worst_held, port_held), priority
+
+    def port_storming(self, at: Keyed) -> tuple[np.ndarray, np.ndarray]:
+        """Per port, the watchdog's meaning read from port counters: paused, queued and sending
+        ≤ 1 - ``paused_frac_min`` of its line rate (False where unknown), and the share held."""
         cfg = self.config
         speed_bps = at.last("speed_gbps") * 1e9
         rx_pause, _ = last_rate(at, "rx_pause_total")
@@ -94,7 +134,7 @@ class PfcStorm(Detector):
             pausing = t.tx_pause >= cfg.pause_rate_min
             if not pausing.any():
                 return []
-            storming, paused = self.storming(window, t.at)
+            storming, paused, priority = self.storming(window, t.at)
             partner = t.at.peer_positions(window.topology.port_peer)
             held = np.where(partner >= 0, storming[np.maximum(partner, 0)], False)
             reason = (t.queue >= cfg.queue_high_bytes) | (t.rx_pause >= cfg.pause_rate_min)
@@ -115,16 +155,15 @@ class PfcStorm(Detector):
                 },
                 {"metric": "rx_util", "port": port, "value": sig(t.rx_util[i], 3)},
             ]
+            held_priority = None
             if source[i]:  # the watchdog's reading of the queue it holds
                 j = int(partner[i])
-                evidence.append(
-                    {
-                        "metric": "paused_frac",
-                        "port": str(t.at.index[j]),
-                        "value": sig(paused[j], 3),
-                        "threshold": cfg.paused_frac_min,
-                    }
-                )
+                entry: dict[str, object] = {"metric": "paused_frac", "port": str(t.at.index[j])}
+                if priority[j] >= 0:  # read from that priority's pause time
+                    held_priority = int(priority[j])
+                    entry["priority"] = held_priority
+                entry |= {"value": sig(paused[j], 3), "threshold": cfg.paused_frac_min}
+                evidence.append(entry)
                 evidence.append({"metric": "queue_depth_bytes", "port": str(t.at.index[j]), "value": sig(t.queue[j])})
             else:
                 evidence.append({"metric": "queue_depth_bytes", "port": port, "value": sig(t.queue[i])})
@@ -140,7 +179,7 @@ class PfcStorm(Detector):
                     evidence=tuple(evidence),
                     cause="pfc_storm" if source[i] else None,
                     score=float(t.tx_pause[i] / cfg.pause_rate_min),
-                    attrs={"device": str(devices[i]), "partner_storming": bool(held[i])},
+                    attrs={"device": str(devices[i]), "partner_storming": bool(held[i]), "priority": held_priority},
                 )
             )
         return out

@@ -108,7 +108,7 @@ class PreFecBer(Detector):
             if derived.any():
                 first = np.where(derived, first_corrected_crossing(full, level), first)
             for i in flagged:
-                port = str(now.index[i])
+                port = now.names[i]
                 reference = level[i] if ref == "threshold" else 10.0 ** base[i]
                 out.append(
                     Finding(

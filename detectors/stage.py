@@ -58,6 +58,12 @@ class Stage1:
         self.findings: list[Finding] = []  # the last tick's findings (the processor stores and publishes them)
         self.errors: list[str] = []  # the last tick's detector failures, "name: error" (never fatal)
         self.unconsumed: dict[str, int] = {}  # correlation is stage 2's: it counts what no rule reads
+        # Symptoms of the summaries stage 2's judges read (``cooling_loop_sample``): transport to stage
+        # 2, published but not stored by the processor. The rows they summarise are in its telemetry
+        # tables, and what is judged of them is stage 2's finding (:attr:`Stage2.judged`).
+        self.transport: frozenset[str] = frozenset(
+            s for d in self.detectors if d.judge is not None for s in d.judge.reads
+        )
 
     @property
     def window_s(self) -> float:
@@ -117,6 +123,7 @@ class Stage2:
         self.correlator = Correlator(topology, self.config)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
+        self.judged: list[Finding] = []  # of those, the ones its judges made (no stage 1 has them)
         self.errors: list[str] = []  # the last tick's judge failures, "name: error" (never fatal)
         self.diagnoses: list[Diagnosis] = []  # the last tick's diagnoses, for inspection
         self.unconsumed: dict[str, int] = {}  # the last tick's findings no correlation rule reads, per symptom
@@ -137,13 +144,18 @@ class Stage2:
         for the tick, never correlated); the other findings still go on."""
         self.errors = []
         out = findings
+        judged: list[Finding] = []
         for judge in self.judges:
             mine = [f for f in out if f.symptom in judge.reads]
             out = [f for f in out if f.symptom not in judge.reads]
             try:
-                out += judge.judge(mine)
+                made = judge.judge(mine)
             except Exception as exc:  # a long-running service never dies on its data
                 self.errors.append(f"{judge.name}: {type(exc).__name__}: {exc}")
+                continue
+            out += made
+            judged += made
+        self.judged = sorted(judged, key=finding_order)
         return sorted(out, key=finding_order)
 
     def incidents(self) -> list[Incident]:

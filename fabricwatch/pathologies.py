@@ -22,6 +22,7 @@ from typing import Any
 
 from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
 from fabricwatch.topology import Topology
 
 TELEMETRY_KINDS = ("gpu", "optical", "port", "switch", "module")
@@ -43,6 +44,7 @@ COUNTER_COLUMNS = (
     "tx_pause_total",
     "ecn_marked_total",
     "tx_drops_total",
+    *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),
 )
 
 REQUIRED = object()  # an option without a default

@@ -14,6 +14,10 @@ with no backlog, nothing is ever held; nor on a bus that reads in produce order 
 
 Records that wait are not stored, so their offsets are not committed: a crash or a revoked partition
 loses nothing, the next owner reads them again.
+
+A partition with a backlog that has handed nothing on yet stands, by default, nowhere: the batch's
+own start is the floor. A consumer that knows where its input stands (stage 2: the first tick it has
+not closed, stream/stage2_loop.py) says so with ``unread_at``, and such a partition stands there.
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ Stamp = Callable[[T], tuple[TopicPartition, float | None]]  # an item's partitio
 
 
 class Pacer(Generic[T]):
-    def __init__(self, bus: Bus, ahead_s: float, stamp: Stamp[T]) -> None:
+    def __init__(
+        self, bus: Bus, ahead_s: float, stamp: Stamp[T], unread_at: Callable[[], float | None] | None = None
+    ) -> None:
         self.bus = bus
         self.ahead_s = ahead_s
         self.stamp = stamp
+        self.unread_at = unread_at  # where a partition not read yet stands (None, or returning None: unknown)
         self.held: dict[TopicPartition, float] = {}  # paused partitions -> the time of their first waiting item
         self.waiting: dict[TopicPartition, list[T]] = {}  # their items, in the order read
         self.read: dict[TopicPartition, float] = {}  # the newest time handed on, per partition
@@ -120,5 +127,8 @@ class Pacer(Generic[T]):
         return [tp for tp, n in self.bus.lag().items() if n > 0 and tp not in self.held]
 
     def _slowest(self, partitions: list[TopicPartition]) -> float | None:
-        """The newest time handed on of the slowest of these (-inf: one not read yet; None: no partition)."""
-        return min((self.read.get(tp, -math.inf) for tp in partitions), default=None)
+        """The newest time handed on of the slowest of these (one not read yet: ``unread_at``, or -inf
+        when that is unknown; None: no partition)."""
+        unread = self.unread_at() if self.unread_at is not None else None
+        unread = -math.inf if unread is None else unread
+        return min((self.read.get(tp, unread) for tp in partitions), default=None)

@@ -65,6 +65,7 @@ class Engine(Protocol):
     def every_s(self) -> float: ...
 
     findings: list[Finding]  # the last tick's findings
+    transport: frozenset[str]  # symptoms of findings that are only summaries for stage 2: published, not stored
     errors: list[str]  # the last tick's detector failures, "name: error" (never fatal)
     unconsumed: dict[str, int]  # the last tick's findings no correlation rule reads, per symptom
 
@@ -325,12 +326,14 @@ class Processor:
             self.metrics.errors.labels("detect").inc()
             log.warning("detection tick at %.0f: detector %s", tick, error)
         findings = [(now, f) for f in self.engine.findings]
+        transport = self.engine.transport
+        stored = [(t, f) for t, f in findings if f.symptom not in transport] if transport else findings
         state = None
         every = self.save_state_every_s
         if every is not None and (self._state_saved_at is None or tick - self._state_saved_at >= every):
             state = self._engine_state(now)
             self._state_saved_at = tick
-        self.store.write_batch(findings=findings, incidents=changed, engine_state=state)
+        self.store.write_batch(findings=stored, incidents=changed, engine_state=state)
         if found is not None:  # published with the tick's telemetry time: one grid for every processor
             found += [(tick, f) for _, f in findings]
         for incident in changed:

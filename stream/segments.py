@@ -122,7 +122,8 @@ def open_forensic(db: str | Path) -> Forensic:
         if attached:
             parts.append(f"SELECT * FROM hot.{table}")
         if table in SEALED_TABLES and (seg / table).is_dir() and any((seg / table).glob("*.parquet")):
-            parts.append(f"SELECT * FROM read_parquet({_q(seg / table / '*.parquet')})")
+            # by name: segments sealed before a kind gained optional columns lack them (null)
+            parts.append(f"SELECT * FROM read_parquet({_q(seg / table / '*.parquet')}, union_by_name = true)")
         elif table in MIRRORED_TABLES and not attached and (seg / table / f"{table}.parquet").exists():
             parts.append(f"SELECT * FROM read_parquet({_q(seg / table / (table + '.parquet'))})")
         if parts:

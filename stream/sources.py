@@ -49,6 +49,8 @@ class SourceState:
     latest: float | None = None  # newest corrected ts over every kind
     cadence: float | None = None  # the fastest kind's median gap (None: fewer than two distinct ts)
     cadences: dict[str, float] = field(default_factory=dict)  # kind -> its median gap
+    newest: float = 0.0  # newest raw ts over its kinds, modules aside (modules only: theirs)
+    promises: dict[str, tuple[float, str, str]] = field(default_factory=dict)  # kind -> its watermark entry
 
     def interval(self) -> float | None:
         return self.cadence
@@ -56,6 +58,13 @@ class SourceState:
     def _recount(self) -> None:
         self.cadences = {k: statistics.median(g) for k, g in self.gaps.items() if g and k not in NO_CADENCE_KINDS}
         self.cadence = min(self.cadences.values()) if self.cadences else None
+
+
+def _median(values: deque[float]) -> float:
+    """statistics.median, without its generality (a few hundred thousand calls a minute at scale)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 class SourceClocks:
@@ -73,6 +82,9 @@ class SourceClocks:
         self._wm_stale = True
         self._bias: float = 0.0  # the median source's raw estimate: how far arrival order lags the stamps
         self._observed = 0
+        # every stream's (promise, source, kind), sorted: the watermark is the first at or past the
+        # reference less the lateness, found by bisection rather than a pass over every stream
+        self._promises: list[tuple[float, str, str]] = []
 
     # --- arrivals ------------------------------------------------------------------------------------
 
@@ -92,21 +104,28 @@ class SourceClocks:
         if ref is not None and kind not in NO_CADENCE_KINDS:
             state.samples.append(ts - ref)
             if len(state.samples) >= MIN_SAMPLES:
-                state.raw = statistics.median(state.samples)
+                state.raw = _median(state.samples)
         prev = state.last_raw.get(kind)
-        if prev is None or ts > prev:
+        moved = prev is None or ts > prev
+        if moved:
             if prev is not None:
                 state.gaps.setdefault(kind, deque(maxlen=INTERVAL_SAMPLES)).append(ts - prev)
                 state._recount()
             state.last_raw[kind] = ts
+            raws = [t for k, t in state.last_raw.items() if k not in NO_CADENCE_KINDS] or list(state.last_raw.values())
+            state.newest = max(raws)
         self._observed += 1
         if source == self._wm_holder or self._wm_holder is None or self._observed % max(16, len(self.sources)) == 0:
             self._wm_stale = True
-        if not self._fleet or self._observed % max(16, len(self.sources)) == 0:  # changes slowly: now and then
+        # changes slowly: now and then, and until the first cadence is known, at each new scrape
+        if (moved and not self._fleet) or self._observed % max(16, len(self.sources)) == 0:
             self._fleet = self._count_fleet()
             estimates = [s.raw for s in self.sources.values() if len(s.samples) >= MIN_SAMPLES]
             self._bias = statistics.median(estimates) if estimates else 0.0
+        offset = state.offset
         self._settle(state)
+        if moved or state.offset != offset:
+            self._repromise(source, state)
 
     def _settle(self, state: SourceState) -> None:
         """Apply the estimate when it is larger than arrival order can resolve; update ``latest``."""
@@ -114,13 +133,27 @@ class SourceClocks:
             state.estimate = state.raw - self._bias
         bound = 2.0 * self._fleet
         state.offset = state.estimate if bound and abs(state.estimate) > bound else 0.0
-        raws = [t for k, t in state.last_raw.items() if k not in NO_CADENCE_KINDS] or list(state.last_raw.values())
-        latest = max(raws) - state.offset
+        latest = state.newest - state.offset
         if latest != state.latest:
             if state.latest is not None:
                 del self._latest[bisect.bisect_left(self._latest, state.latest)]
             bisect.insort(self._latest, latest)
             state.latest = latest
+
+    def _repromise(self, name: str, state: SourceState) -> None:
+        """Re-file the source's streams: each promises its data up to its corrected latest ts plus
+        its cadence (a kind without one yet promises its latest)."""
+        for kind, last in state.last_raw.items():
+            if kind in NO_CADENCE_KINDS:
+                continue
+            entry = (last - state.offset + state.cadences.get(kind, 0.0), name, kind)
+            old = state.promises.get(kind)
+            if old == entry:
+                continue
+            if old is not None:
+                del self._promises[bisect.bisect_left(self._promises, old)]
+            bisect.insort(self._promises, entry)
+            state.promises[kind] = entry
 
     def _count_fleet(self) -> float:
         intervals = [i for s in self.sources.values() if (i := s.interval()) is not None]
@@ -163,15 +196,12 @@ class SourceClocks:
         ref = self.reference()
         if ref is None:
             return None, None
-        best: tuple[float, str] | None = None
-        for name, s in self.sources.items():
-            for kind, last in s.last_raw.items():  # each kind is its own stream (topic): its own promise
-                if kind in NO_CADENCE_KINDS:
-                    continue
-                promise = last - s.offset + s.cadences.get(kind, 0.0)
-                if promise >= ref - self.lateness_s and (best is None or (promise, name) < best):
-                    best = (promise, name)
-        return (best[0], best[1]) if best is not None else (ref, None)
+        # each kind is its own stream (topic): its own promise; the least not overdue holds detection
+        at = bisect.bisect_left(self._promises, (ref - self.lateness_s,))
+        if at == len(self._promises):
+            return ref, None
+        promise, name, _ = self._promises[at]
+        return promise, name
 
     def newest(self) -> float | None:
         latest = [s.latest for s in self.sources.values() if s.latest is not None]

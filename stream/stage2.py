@@ -65,6 +65,7 @@ class Joiner:
         self.next_tick: float | None = None  # the first tick not yet closed
         self.late = 0  # findings that came after their tick was closed
         self.ticks = 0  # ticks closed
+        self._judged: list[tuple[float, Finding]] = []  # (now, finding) its judges made: :meth:`take_judged`
 
     @property
     def watermark(self) -> float | None:
@@ -88,7 +89,10 @@ class Joiner:
             self._received[key] = self._received.get(key, 0) + 1
 
     def close_due(self) -> list[Incident]:
-        """Close every tick that is complete (or past ``stall_s``); the incidents that changed, by id."""
+        """Close every tick that is complete (or past ``stall_s``); every change of an incident they made,
+        in the order a tick at a time would give them: tick by tick, by id within a tick. An incident that
+        opens and resolves in the ticks of one call (stage 2 catching up) is in it twice, opened, then
+        resolved: what is published does not depend on how many ticks one batch closes."""
         newest = self.watermark
         if newest is None:
             return []
@@ -100,15 +104,14 @@ class Joiner:
             del self.latest[source]
         if self.next_tick is None:
             self.next_tick = min([*self._found, *(t for _, t in self._expected)], default=newest)
-        changed: dict[str, Incident] = {}
+        changes: list[Incident] = []
         while self.next_tick <= newest:
             tick = self.next_tick
             if not self._complete(tick, newest) and newest - tick <= self.stall_s:
                 break
-            for incident in self._close(tick):
-                changed[incident.id] = incident
+            changes += sorted(self._close(tick), key=lambda i: i.id)
             self.next_tick = tick + self.engine.every_s
-        return [changed[k] for k in sorted(changed)]
+        return changes
 
     def _complete(self, tick: float, newest: float) -> bool:
         active = {s for s, t in self.latest.items() if t >= newest - self.stall_s}
@@ -129,9 +132,17 @@ class Joiner:
                 del table[key]
         self.ticks += 1
         changed = self.engine.run(findings, tick + self.grace_s)
+        self._judged += [(tick + self.grace_s, f) for f in getattr(self.engine, "judged", ())]
         for error in getattr(self.engine, "errors", ()):  # a judge failing (Stage2.errors); the rest ran
             log.warning("stage 2 tick %.0f: judge %s", tick, error)
         return changed
+
+    def take_judged(self) -> list[tuple[float, Finding]]:
+        """The findings the engine's judges made (``Stage2.judged``: a loop warmer than its peers) in the
+        ticks closed since the last call, each with its tick's ``now``; stage 2 stores them, as one
+        process stores its findings: no stage 1 has them. Not state: taken with each batch."""
+        out, self._judged = self._judged, []
+        return out
 
     # --- state (stored with the offsets it covers) ----------------------------------------------
 

@@ -1,10 +1,16 @@
 """Stage 2 live: every partition of ``fabricwatch.findings`` → correlation → incidents, exactly once.
 
-One iteration: poll a batch → skip what the store already covers → feed the :class:`Joiner` → close
-the ticks that are due → store, in ONE DuckDB transaction, the changed incidents, the next offsets,
-the joiner's whole state (tracker, buffered findings, the incident id counter) and the changed
-incidents again in an outbox → produce the outbox to ``fabricwatch.incidents``, wait for the broker's
+One iteration (``step``): poll a batch → pace it (stream/pacing.py) → skip what the store already
+covers → feed the :class:`Joiner` → close the ticks that are due → store, in ONE DuckDB transaction,
+the changed incidents, the findings its judges made (no stage 1 has them), the next offsets, the
+joiner's whole state (tracker, buffered findings, the incident id counter) and every change of the
+batch, in order, in an outbox → produce the outbox to ``fabricwatch.incidents``, wait for the broker's
 acknowledgement, delete what was delivered → commit the offsets to Kafka.
+
+Every change is published, in order. A batch that closes many ticks (stage 2 catching up after a
+restart) publishes each tick's changes as the ticks one at a time would: an incident that opened and
+resolved within the batch is published opened, then resolved. The incidents table keeps each
+incident's last state.
 
 Exactly once. After ``kill -9`` the store says which findings its state has seen (offsets sought on
 every assignment), so none is counted twice or lost, and the id counter in the same state never hands
@@ -37,6 +43,7 @@ from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import FindingError, Found, TickMark, decode
 from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
+from fabricwatch.stream.pacing import Pacer
 from fabricwatch.stream.stage2 import Joiner
 from fabricwatch.stream.store import Store
 
@@ -64,7 +71,7 @@ class Stage2Stats:
     batches: int = 0
     records: int = 0
     skipped: int = 0
-    incidents: int = 0  # incident changes stored
+    incidents: int = 0  # incident changes stored (an incident changed in two ticks of a batch: two)
     published: int = 0  # incident changes acknowledged by the bus
     last_poll: float = 0.0
     assigned: int = 0
@@ -116,7 +123,14 @@ class CorrelateLoop:
             joiner.restore(json.loads(state))  # a state this version cannot read fails the start loudly
             log.info("stage 2 state restored from %s: %d ticks closed", store.path, joiner.ticks)
         self._handed = 0  # outbox rows up to this seq are with the bus
-        self.held: dict[TopicPartition, float] = {}  # paused partitions -> the tick of their first unread item
+        self._started = False
+        # A restarted stage 2 reads its partitions' backlogs at different speeds; a partition read far
+        # ahead would move the joiner's watermark past ``stall_s`` and close ticks whose findings still
+        # wait in the others (dropped as late). So partitions are read within half of ``stall_s`` of
+        # each other, by tick; one not read yet stands at the first open tick (stream/pacing.py).
+        self.pacer: Pacer[tuple[Record, Item]] = Pacer(
+            bus, joiner.stall_s / 2, _stamp, unread_at=lambda: self.joiner.next_tick
+        )
         if isinstance(bus, KafkaBus):
             bus.on_assign = self._assigned
             bus.on_revoke = self._revoked
@@ -129,29 +143,60 @@ class CorrelateLoop:
             self.bus.seek(seeks)
         self.stats.assigned = len(partitions)
         self.stats.joined = True
-        self.held.clear()  # a new assignment starts unpaused
+        self.pacer.forget()  # what waits is read again from the stored offsets; a new assignment starts unpaused
         log.info("assigned %d findings partitions, %d sought to stored offsets", len(partitions), len(seeks))
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         self.stats.assigned = 0
-        for tp in partitions:
-            self.held.pop(tp, None)
+        self.pacer.forget(partitions)  # not stored, so not committed: the next owner reads it again
+
+    @property
+    def held(self) -> dict[TopicPartition, float]:
+        """Partitions paused for the others -> the tick of their first waiting item."""
+        return self.pacer.held
 
     # --- the loop --------------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> Stage2Stats:
+    def start(self) -> None:
+        """Subscribe, seek to the stored offsets and publish what a crash left in the outbox (once;
+        ``run`` and ``drain`` call it)."""
+        if self._started:
+            return
+        self._started = True
         self.bus.subscribe([TOPIC_FINDINGS])
         if self.next_offsets:
             self.bus.seek(dict(self.next_offsets))  # Kafka: applied as each partition is assigned
+        self.recover()
+
+    def step(self, timeout_s: float | None = None) -> int:
+        """Poll one batch, pace it and handle what may go on now; the number of records polled."""
+        self.start()
+        self.stats.last_poll = time.monotonic()
+        self.pacer.release_due()
+        wait = self.poll_timeout_s if timeout_s is None else timeout_s
+        records = self.bus.poll(max_records=self.max_records, timeout_s=0.0 if self.pacer.pending else wait)
+        items = self.pacer.pace([(r, _decoded(r)) for r in records])
+        self.metrics.held.set(len(self.pacer.held))
+        if items:
+            self.handle([r for r, _ in items], [item for _, item in items])
+        return len(records)
+
+    def drain(self) -> int:
+        """Steps until a poll comes back empty and nothing waits (a finite bus at its end); records polled."""
+        polled = 0
+        while True:
+            n = self.step(0.0)
+            polled += n
+            if n == 0 and not self.pacer.pending:
+                if not self.pacer.held:
+                    return polled
+                self.pacer.release_due(everything=True)  # the input is at its end: nothing more to wait for
+
+    def run(self, stop: threading.Event) -> Stage2Stats:
         try:
-            self.recover()
+            self.start()
             while not stop.is_set():
-                self.stats.last_poll = time.monotonic()
-                self.release_due()
-                self.metrics.held.set(len(self.held))
-                records = self.bus.poll(max_records=self.max_records, timeout_s=self.poll_timeout_s)
-                if records:
-                    self.handle(records)
+                self.step()
         finally:
             if isinstance(self.bus, KafkaBus):
                 self.bus.close(self.close_timeout_s)
@@ -171,53 +216,37 @@ class CorrelateLoop:
         self._handed = rows[-1][0]
         self._settle()
 
-    def handle(self, records: list[Record]) -> None:
-        """Fold one polled batch into the joiner; store and publish the incidents it changed."""
-        fresh = [r for r in records if r.offset >= self.next_offsets.get((r.topic, r.partition), 0)]
-        self.stats.skipped += len(records) - len(fresh)
+    def handle(self, records: list[Record], decoded: list[Item] | None = None) -> None:
+        """Fold one batch (as paced: :meth:`step`) into the joiner; store and publish every incident
+        change it made, in order. ``decoded`` holds each record's :func:`_decoded`, where the caller
+        has it already."""
+        items = list(zip(records, decoded if decoded is not None else map(_decoded, records), strict=True))
+        fresh = [(r, item) for r, item in items if r.offset >= self.next_offsets.get((r.topic, r.partition), 0)]
+        self.stats.skipped += len(items) - len(fresh)
         if not fresh:
             return
         offsets = dict(self.next_offsets)
         deadletters: list[DeadLetter] = []
         ticks_before = self.joiner.ticks
-        items: list[tuple[Record, object]] = []
-        for r in fresh:
-            try:
-                items.append((r, decode(r.value)))
-            except FindingError as exc:
-                items.append((r, exc))
-        limit = self._limit(items)
-        hold: dict[TopicPartition, tuple[int, float]] = {}  # partition -> (first offset held back, its tick)
-        for r, item in items:
+        for r, item in fresh:
             tp = (r.topic, r.partition)
-            if tp in hold:
-                continue  # the rest of a partition held back in this batch: read again after resume
+            offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
             if isinstance(item, FindingError):
-                offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
                 why = str(item)
                 deadletters.append(DeadLetter(r.topic, r.partition, r.offset, r.key, r.value, why, "schema", r.ts))
                 continue
-            assert isinstance(item, (Found, TickMark))
-            if limit is not None and item.ts > limit:
-                hold[tp] = (r.offset, item.ts)
-                continue
-            offsets[tp] = max(offsets.get(tp, 0), r.offset + 1)
             late = self.joiner.late
             self.joiner.add(item)
             self.metrics.late.inc(self.joiner.late - late)
             self.metrics.findings.inc(0 if isinstance(item, TickMark) else 1)
-        if hold:
-            self.bus.seek({tp: offset for tp, (offset, _) in hold.items()})
-            self.bus.pause(list(hold))
-            self.held.update({tp: ts for tp, (_, ts) in hold.items()})
-            self.metrics.held.set(len(self.held))
-        changed = self.joiner.close_due()
+        changed = self.joiner.close_due()  # every change, in order: an incident may be in it more than once
         state = json.dumps(self.joiner.snapshot(), sort_keys=True, separators=(",", ":"))
         outgoing = [incident_outgoing(i) for i in changed]
         saved_at = self.joiner.watermark or 0.0
         self.store.write_batch(
             offsets=offsets,
             deadletters=deadletters,
+            findings=self.joiner.take_judged(),
             incidents=changed,
             engine_state=(saved_at, state),
             also=lambda con: _to_outbox(con, outgoing),
@@ -236,52 +265,16 @@ class CorrelateLoop:
         for incident in changed:
             if self.on_incident is not None:
                 self.on_incident(incident)
-        self.bus.commit({tp: offsets[tp] for tp in {(r.topic, r.partition) for r in fresh}})
+        self.bus.commit({tp: offsets[tp] for tp in {(r.topic, r.partition) for r, _ in fresh}})
         s = self.stats
         s.batches += 1
         s.records += len(fresh)
         s.incidents += len(changed)
 
-    # --- pacing: partitions read in step with the joiner's clock ----------------------------------------
-
-    def _limit(self, items: list[tuple[Record, object]]) -> float | None:
-        """The newest tick this batch may feed, or None: feed everything.
-
-        A stage 2 restarted on a backlog reads partitions at different speeds; a partition read far
-        ahead would move the joiner's watermark past ``stall_s`` and close ticks whose findings are still
-        waiting in the others (dropped as late). So, while some other partition still has records to
-        read, nothing more than half of ``stall_s`` past the first open tick is fed: the partition is
-        sought back to that item and paused until the joiner catches up (:meth:`release_due`).
-        """
-        ticks = [item.ts for _, item in items if isinstance(item, (Found, TickMark))]
-        if not ticks:
-            return None
-        start = self.joiner.next_tick if self.joiner.next_tick is not None else min(ticks)
-        limit = start + self.joiner.stall_s / 2
-        if max(ticks) <= limit:
-            return None
-        ahead = {(r.topic, r.partition) for r, item in items if isinstance(item, (Found, TickMark)) and item.ts > limit}
-        backlog = any(n > 0 for tp, n in self.bus.lag().items() if tp not in ahead and tp not in self.held)
-        return limit if backlog else None
-
     def release_due(self) -> None:
-        """Resume held partitions the joiner has caught up with, or all once no other has a backlog."""
-        if not self.held:
-            return
-        if self.joiner.next_tick is None:
-            due = list(self.held)
-        else:
-            limit = self.joiner.next_tick + self.joiner.stall_s / 2
-            due = [tp for tp, ts in self.held.items() if ts <= limit]
-            if len(due) < len(self.held):
-                others = [n for tp, n in self.bus.lag().items() if tp not in self.held]
-                if not any(n > 0 for n in others):
-                    due = list(self.held)
-        if due:
-            self.bus.resume(due)
-            for tp in due:
-                del self.held[tp]
-            self.metrics.held.set(len(self.held))
+        """Resume held partitions the others have caught up with (``step`` does it before each poll)."""
+        self.pacer.release_due()
+        self.metrics.held.set(len(self.pacer.held))
 
     # --- the outbox ------------------------------------------------------------------------------------
 
@@ -311,6 +304,22 @@ class CorrelateLoop:
         self.store.con.execute("DELETE FROM incident_outbox WHERE seq <= ?", [self._handed])
         self._handed = 0
         self.metrics.outbox.set(0)
+
+
+Item = Found | TickMark | FindingError  # a findings record read: what it holds, or why it is unreadable
+
+
+def _decoded(r: Record) -> Item:
+    try:
+        return decode(r.value)
+    except FindingError as exc:
+        return exc
+
+
+def _stamp(item: tuple[Record, Item]) -> tuple[TopicPartition, float | None]:
+    """A record's partition and tick, for the pacer (an unreadable one has none)."""
+    r, found = item
+    return (r.topic, r.partition), None if isinstance(found, FindingError) else found.ts
 
 
 def _to_outbox(con: duckdb.DuckDBPyConnection, outgoing: list[Outgoing]) -> None:

@@ -91,8 +91,23 @@ class Store:
         self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         for ddl in _DDL:
             self.con.execute(ddl)
+        self._upgrade_kinds()
         if self.path != ":memory:":
             segments.drop_sealed_duplicates(self.con, self.path)
+
+    def _upgrade_kinds(self) -> None:
+        """A file made before a kind's optional columns existed (DESIGN §3 extends, never renames) gets
+        them, null in its old rows. They land after ``seq``, so telemetry rows go in by name."""
+        have = set(
+            self.con.execute(
+                "SELECT table_name, column_name FROM information_schema.columns"
+                " WHERE table_catalog = current_database() AND table_schema = 'main'"
+            ).fetchall()
+        )
+        for kind, spec in KINDS.items():
+            for col in spec.columns:
+                if (kind, col.name) not in have:
+                    self.con.execute(f"ALTER TABLE {kind} ADD COLUMN {col.name} {col.duckdb_type}")
 
     def write_batch(
         self,
@@ -148,7 +163,9 @@ class Store:
             table = table.cast(table_schema(name))
         self.con.register("_fw_batch", table)
         try:
-            self.con.execute(f"{verb} INTO {name} SELECT * FROM _fw_batch")
+            # by name: a table upgraded from an older file has its newer columns after ``seq``
+            by_name = " BY NAME" if name in KINDS else ""
+            self.con.execute(f"{verb} INTO {name}{by_name} SELECT * FROM _fw_batch")
         finally:
             self.con.unregister("_fw_batch")
 
@@ -192,6 +209,8 @@ class Store:
             )
 
     def _upsert_incidents(self, items: list[Incident]) -> None:
+        """Each incident's row, in its last state of the batch (a batch may change one several times)."""
+        items = list({i.id: i for i in items}.values())
         if items:
             self._insert_arrow(
                 "incidents",

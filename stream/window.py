@@ -1,14 +1,22 @@
 """Recent telemetry kept in memory, from which detection windows are cut.
 
 The processor appends every validated Arrow batch here as well as to DuckDB; detection reads windows
-from memory rather than querying the file, so a tick costs a filter and a pandas conversion, and
-stays independent of how far storage has been sealed or compacted.
+from memory rather than querying the file, so a tick stays independent of how far storage has been
+sealed or compacted.
+
+A window is every buffered row with start ≤ ts ≤ end, stably sorted by ts (ties in arrival order).
+Consecutive windows overlap by most of their span (a 60 s window every 10 s), so each kind keeps its
+last cut, sorted: the next one is that cut's tail from the new start, merged with the rows that came
+since (or were beyond its end), which are the only rows sorted again. Sorting every row once rather
+than once per window it falls in is most of a tick's window cost at 2,048 GPUs (bench/scale.py).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,12 +36,54 @@ def empty_frame(kind: str) -> pd.DataFrame:
     return _ts_seconds(table_schema(kind).empty_table()).to_pandas()
 
 
+def _ts(table: pa.Table) -> np.ndarray:
+    return table.column("ts").cast(pa.int64()).to_numpy()
+
+
+def _in_range(table: pa.Table, lo: int, hi: int) -> pa.Table:
+    ts = table.column("ts").cast(pa.int64())
+    return table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less_equal(ts, hi)))
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    """Stably sorted by ts (ties keep their order); no copy when it already is."""
+    ts = _ts(table)
+    if len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all()):
+        return table
+    return table.take(pa.array(np.argsort(ts, kind="stable")))
+
+
+def _merge(kept: pa.Table, incoming: pa.Table) -> pa.Table:
+    """Two sorted tables as one, ``kept``'s rows first among equal ts (they arrived first): only the
+    part of ``kept`` that ``incoming`` reaches back into is sorted again."""
+    if incoming.num_rows == 0:
+        return kept
+    split = int(np.searchsorted(_ts(kept), _ts(incoming)[0], side="right"))
+    tail = kept.slice(split)
+    if tail.num_rows == 0:
+        return pa.concat_tables([kept, incoming])
+    return pa.concat_tables([kept.slice(0, split), _sorted(pa.concat_tables([tail, incoming]))])
+
+
+@dataclass
+class _Cut:
+    """A kind's last window: its bounds (µs), its rows sorted, and the rows seen then but beyond its end."""
+
+    lo: int
+    hi: int
+    rows: pa.Table
+    beyond: pa.Table | None
+    seen: int  # chunks added before it was cut
+
+
 class WindowBuffer:
     """Per kind, a queue of (newest ts in µs, table) chunks; evicted by age."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
         self._chunks: dict[str, deque[tuple[int, pa.Table]]] = {kind: deque() for kind in KINDS}
+        self._added: dict[str, int] = dict.fromkeys(KINDS, 0)  # chunks ever added, per kind
+        self._cuts: dict[str, _Cut] = {}
         self._modules: pa.Table | None = None
         self._modules_frame: pd.DataFrame | None = None
 
@@ -42,6 +92,7 @@ class WindowBuffer:
             return
         newest = pc.max(table.column("ts").cast(pa.int64())).as_py()
         self._chunks[kind].append((newest, table))
+        self._added[kind] += 1
         if kind == "module":
             merged = table if self._modules is None else pa.concat_tables([self._modules, table])
             # keep the latest row per port: sort by ts, then take each port's last occurrence
@@ -59,16 +110,31 @@ class WindowBuffer:
                 chunks.popleft()
 
     def frame(self, kind: str, start: float, end: float) -> pd.DataFrame:
-        lo, hi = round(start * 1e6), round(end * 1e6)
-        tables = [t for newest, t in self._chunks[kind] if newest >= lo]
-        if not tables:
-            return empty_frame(kind)
-        table = pa.concat_tables(tables)
-        ts = table.column("ts").cast(pa.int64())
-        table = table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less_equal(ts, hi)))
+        table = self._cut(kind, round(start * 1e6), round(end * 1e6))
         if table.num_rows == 0:
             return empty_frame(kind)
-        return _ts_seconds(table.sort_by("ts")).to_pandas()
+        return _ts_seconds(table).to_pandas()
+
+    def _cut(self, kind: str, lo: int, hi: int) -> pa.Table:
+        """The rows with lo ≤ ts ≤ hi, stably sorted by ts: from the last cut where the window moved
+        forward, else from every chunk."""
+        chunks, added, last = self._chunks[kind], self._added[kind], self._cuts.get(kind)
+        if last is not None and lo >= last.lo and hi >= last.hi and added - last.seen <= len(chunks):
+            new = [t for _, t in list(chunks)[len(chunks) - (added - last.seen) :]]
+            kept = last.rows.slice(int(np.searchsorted(_ts(last.rows), lo)))
+            fresh = ([last.beyond] if last.beyond is not None else []) + new
+            table = pa.concat_tables(fresh) if fresh else None
+            rows = kept if table is None else _merge(kept, _sorted(_in_range(table, lo, hi)))
+        else:
+            tables = [t for newest, t in chunks if newest >= lo]
+            if not tables:
+                self._cuts.pop(kind, None)
+                return table_schema(kind).empty_table()
+            table = pa.concat_tables(tables)
+            rows = _sorted(_in_range(table, lo, hi))
+        beyond = None if table is None else table.filter(pc.greater(table.column("ts").cast(pa.int64()), hi))
+        self._cuts[kind] = _Cut(lo, hi, rows, beyond if beyond is not None and beyond.num_rows else None, added)
+        return rows
 
     def modules(self) -> pd.DataFrame:
         if self._modules_frame is None:

@@ -38,7 +38,7 @@ KMIN = 150e3
 KMAX = 1.5e6
 PMAX = 0.2
 QUEUE_CAP_BYTES = 3.0e6  # a congested port's dynamic share of a 51.2 Tb/s switch's shared buffer
-PAUSE_FULL_PER_S = 400e9 / (2 * 65535 * 512)  # ≈ 24 000/s: XOFF refreshed at half the pause time
+PAUSE_FULL_PER_S = 2 * 400e9 / (65535 * 512)  # ≈ 23 840/s: a full pause lasts 83.9 µs at 400G, refreshed at half
 MAX_TX_SHARE = 0.985  # line rate less preamble/IFG and pause overhead
 MICROBURST_CAP_BYTES = 600e3  # microbursts stay below the ECN/PFC thresholds
 

@@ -86,9 +86,13 @@ pfc_storm  port (the pause source). The port: tx_pause_total at s × 24 000/s; i
     paused time). Priority 3 is the RoCE class that carries the job (the default: as above, with
     the partner held ``paused`` × s of the time). Another priority carries none of the job's
     traffic, so nothing queues behind its pauses and nothing backs up: the source's tx_pause_total
-    and the partner's rx_pause_total only; bytes, queues and ECN unchanged. The schema has no per-priority
-    or pause-duration columns (DESIGN §3: rx/tx_pause_total count every priority's frames), so the
-    priority and the paused time show only through these.
+    and the partner's rx_pause_total only; bytes, queues and ECN unchanged. Per priority (the
+    schema's lossless priorities 3 and 4; rx/tx_pause_total count every priority's frames): the
+    storm's frames are the source's tx_pause_pP_total and the partner's rx_pause_pP_total, and the
+    partner's rx_pause_duration_pP_us_total rises by ``paused`` × s of the time; a storm on a
+    priority outside 3 and 4 shows in the port totals only. Every other pause (healthy, incast,
+    the storm's upstream spread, bursty traffic) is on the RoCE priority 3 and holds the receiver
+    1 / PAUSE_FULL_PER_S per frame (a priority held throughout receives PAUSE_FULL_PER_S a second).
 cooling_failure  cooling_loop; ``delta_c`` (18). The loop's coolant warms by s × delta_c and the
     reduced flow raises cold-plate resistance by up to 35 %. Every GPU of the loop: temp_c and
     mem_temp_c rise; from 85 °C throttle_mask has SW_THERMAL 0x20 (and 0x8|0x40 at 89 °C) while
@@ -166,6 +170,7 @@ class Effects:
     incast_allreduce: set[int] = field(default_factory=set)  # incast ports whose load lives in comm phases
     storm_pause: dict[int, float] = field(default_factory=dict)  # source port → pause frames/s
     storm_other_class: set[int] = field(default_factory=set)  # storms on a priority the job does not use
+    storm_priority: dict[int, int] = field(default_factory=dict)  # source port → its storm's PFC priority
 
 
 @dataclass(slots=True)
@@ -366,6 +371,8 @@ class Injector:
                     e.incast_allreduce.add(c.port)
             elif cause == "pfc_storm":
                 paused = s * float(f.option("paused"))
+                if paused >= e.storm.get(c.port, 0.0):  # two storms on one port: the stronger one's priority
+                    e.storm_priority[c.port] = int(f.option("priority"))
                 e.storm[c.port] = max(e.storm.get(c.port, 0.0), paused)
                 rate = paused * fabric.PAUSE_FULL_PER_S * 65535.0 / float(f.option("quanta"))
                 e.storm_pause[c.port] = max(e.storm_pause.get(c.port, 0.0), rate)

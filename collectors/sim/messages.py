@@ -28,7 +28,7 @@ import numpy as np
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
 from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
-from fabricwatch.schema import SCHEMA, Message, make
+from fabricwatch.schema import LOSSLESS_PRIORITIES, SCHEMA, Message, make, pause_columns
 
 if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
@@ -137,6 +137,11 @@ class MessageBuilder:
             "rx_packets_total": sim.rx_pkts,
             "tx_packets_total": sim.tx_pkts.value,
         }
+        for row, priority in enumerate(LOSSLESS_PRIORITIES):
+            rx, tx, held = pause_columns(priority)
+            port_cols[rx] = sim.rx_pause_prio[row]
+            port_cols[tx] = sim.tx_pause_prio[row]
+            port_cols[held] = sim.rx_paused_us.value[row]
         self.cut["port"](out, ts, seq, port_cols, skip.get("port", ()))
 
         optical_cols: dict[str, list[Any] | np.ndarray] = {

@@ -31,7 +31,14 @@ import numpy as np
 
 from fabricwatch.collectors.sim import fabric, optics
 from fabricwatch.collectors.sim.delivery import Delivery
-from fabricwatch.collectors.sim.injection import Effects, Injector, flap_window, pause_sources, reboot_windows
+from fabricwatch.collectors.sim.injection import (
+    ROCE_PRIORITY,
+    Effects,
+    Injector,
+    flap_window,
+    pause_sources,
+    reboot_windows,
+)
 from fabricwatch.collectors.sim.job import TrainingJob
 from fabricwatch.collectors.sim.messages import MessageBuilder
 from fabricwatch.collectors.sim.plant import LANES, Plant
@@ -41,7 +48,7 @@ from fabricwatch.collectors.sim.thermal import GpuThermal
 from fabricwatch.errors import InputError
 from fabricwatch.faults import Fault
 from fabricwatch.pathologies import Pathology
-from fabricwatch.schema import Message
+from fabricwatch.schema import LOSSLESS_PRIORITIES, Message
 from fabricwatch.topology import Topology
 
 DEFAULT_START_TS = 1764400000.0
@@ -50,6 +57,10 @@ CRC_FRAMES_PER_FAILED_CODEWORD = 1.16  # a 4.1 kB frame spans ~6.4 codewords; 1 
 SWITCH_MODULE_SELF_C = 14.0
 RX_JITTER_DB = 0.03
 MICROBURST_CAP_BYTES = fabric.MICROBURST_CAP_BYTES
+# Time one pause frame holds its receiver: XOFF is refreshed every half pause time (fabric.py), so a
+# priority held throughout receives PAUSE_FULL_PER_S frames a second, each standing for 1/that.
+PAUSE_US_PER_FRAME = 1e6 / fabric.PAUSE_FULL_PER_S
+ROCE_ROW = LOSSLESS_PRIORITIES.index(ROCE_PRIORITY)  # the per-priority row healthy and congestion pauses go to
 
 
 @dataclass(slots=True)
@@ -232,6 +243,11 @@ class Simulator:
         self.link_down = gen.poisson(0.6, P).astype(np.int64)
         self.tx_pause = np.floor(uptime * tr.pause_rate).astype(np.int64)
         self.rx_pause = self.tx_pause[p.port_peer].copy()
+        # per lossless priority (rows: LOSSLESS_PRIORITIES): a healthy plant's pauses are RoCE's
+        self.tx_pause_prio = np.zeros((len(LOSSLESS_PRIORITIES), P), dtype=np.int64)
+        self.tx_pause_prio[ROCE_ROW] = self.tx_pause
+        self.rx_pause_prio = self.tx_pause_prio[:, p.port_peer].copy()
+        self.rx_paused_us = _Counter(np.floor(self.rx_pause_prio * PAUSE_US_PER_FRAME))
         mean_pkts = uptime * tr.comm_load * self.job.comm * fabric.LINE_BYTES_PER_S / tr.frame_bytes
         self.ecn = np.floor(mean_pkts * tr.ecn_rate).astype(np.int64)
         gpu_facing = p.port_is_gpu
@@ -500,7 +516,36 @@ class Simulator:
             tx_pause += rz.burst_pauses(k, self.streams, dt, self.job.comm, up_share)
         self.tx_pause += tx_pause
         self.rx_pause += tx_pause[p.port_peer]
+        self._pauses_by_priority(eff, dt, tx_pause, tr.pause_rate, flow.pause_rate, up_share)
         return queue
+
+    def _pauses_by_priority(
+        self, eff: Effects, dt: float, tx_pause: np.ndarray, healthy: np.ndarray, fault: np.ndarray, up: np.ndarray
+    ) -> None:
+        """The interval's pause frames by lossless priority, and the time each priority's receiver was held.
+
+        Every frame is RoCE's (priority 3) but a storm's: at a storm source, the frames beyond its
+        healthy share are the storm's priority (none of the per-priority rows when it is not lossless).
+        A receiver is held PAUSE_US_PER_FRAME per frame, a storm's partner ``paused`` of the time."""
+        p = self.plant
+        frames = np.zeros_like(self.tx_pause_prio)
+        frames[ROCE_ROW] = tx_pause
+        held_us = np.zeros(frames.shape)  # each receiver's time held by the storms sent to it
+        storms = np.zeros_like(frames)
+        for port, paused in eff.storm.items():
+            share = fault[port] / (healthy[port] + fault[port]) if fault[port] > 0 else 0.0
+            storm = round(float(tx_pause[port]) * share)
+            frames[ROCE_ROW, port] -= storm
+            prio = eff.storm_priority.get(port, ROCE_PRIORITY)
+            if prio in LOSSLESS_PRIORITIES:  # else the port totals only
+                row = LOSSLESS_PRIORITIES.index(prio)
+                storms[row, port] = storm
+                held_us[row, p.port_peer[port]] = paused * dt * up[port] * 1e6
+        held_us += frames[:, p.port_peer] * PAUSE_US_PER_FRAME
+        frames += storms
+        self.tx_pause_prio += frames
+        self.rx_pause_prio += frames[:, p.port_peer]
+        self.rx_paused_us.add(np.minimum(held_us, dt * up[p.port_peer] * 1e6))
 
     # --- pieces of a step ---------------------------------------------------------------------------------
 

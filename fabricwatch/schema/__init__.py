@@ -30,6 +30,7 @@ from fabricwatch.schema.spec import (
     COUNTER_MAX,
     DBM,
     KINDS,
+    LOSSLESS_PRIORITIES,
     MAX_ROWS,
     SCHEMA,
     TELEMETRY_TOPICS,
@@ -42,6 +43,7 @@ from fabricwatch.schema.spec import (
     TS_MIN,
     Column,
     KindSpec,
+    pause_columns,
     topic_of,
 )
 from fabricwatch.schema.validate import Batch, table_schema, table_to_messages, to_table, types_index
@@ -53,6 +55,7 @@ __all__ = [
     "DBM",
     "INT_NULL",
     "KINDS",
+    "LOSSLESS_PRIORITIES",
     "MAX_ROWS",
     "SCHEMA",
     "TELEMETRY_TOPICS",
@@ -78,6 +81,7 @@ __all__ = [
     "explode",
     "from_dict",
     "make",
+    "pause_columns",
     "record_messages",
     "record_rows",
     "row_count",

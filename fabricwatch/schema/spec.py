@@ -55,6 +55,22 @@ class KindSpec:
         return COLUMN_BY_NAME[self.kind].get(name)
 
 
+# PFC priorities carried per priority: the lossless ones (PFC enabled). SONiC's default QoS config
+# enables PFC on 3 and 4 (PORT_QOS_MAP ``pfc_enable: "3,4"``, the PFC watchdog's ``pfcwd_sw_enable:
+# "3,4"``; sonic-mgmt docs/pfcwd: "PFC watchdog is enabled at lossless priorities (e.g., 3 and 4) by
+# default"); RoCEv2 runs on 3 by NVIDIA's default (DSCP 26). Only these ride the bus: the port totals
+# rx/tx_pause_total still count every priority's frames. mlx5 fills ``rx_prioP_pause*`` only for
+# priorities with PFC enabled (kernel mlx5 counters.rst), so a priority left out is null, not 0.
+LOSSLESS_PRIORITIES = (3, 4)
+
+
+def pause_columns(priority: int) -> tuple[str, str, str]:
+    """The per-priority PFC columns of ``priority``: pause frames received, sent, and microseconds
+    paused by received pauses (mlx5 ``rx_prioP_pause``/``tx_prioP_pause``/``rx_prioP_pause_duration``;
+    SAI ``SAI_PORT_STAT_PFC_P_RX_PKTS``/``_TX_PKTS``/``_RX_PAUSE_DURATION_US``)."""
+    return f"rx_pause_p{priority}_total", f"tx_pause_p{priority}_total", f"rx_pause_duration_p{priority}_us_total"
+
+
 DBM = (-60.0, 20.0)  # loss of light reads about -40 dBm; no module transmits over +20 dBm
 TEMP = (-60.0, 200.0)
 
@@ -111,6 +127,8 @@ KINDS: dict[str, KindSpec] = {
                 # Extensions (optional): frame counters, so loss can be a ratio of frames.
                 _counter("rx_packets_total"),
                 _counter("tx_packets_total"),
+                # Extensions (optional): PFC per lossless priority (null where the source has none).
+                *(_counter(name) for p in LOSSLESS_PRIORITIES for name in pause_columns(p)),
             ),
         ),
         KindSpec(

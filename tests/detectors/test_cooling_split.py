@@ -113,6 +113,25 @@ def test_a_split_stage_1_finds_a_loop_warmer_than_its_peers_as_one_engine_does(t
     assert not any(f.symptom == SAMPLE for fs in split_findings for f in fs)  # judged, never correlated
 
 
+def test_samples_are_transport_and_stage_2_names_the_findings_its_judges_made(tl, ticks) -> None:
+    """A split stage 1 publishes its samples but does not store them (``transport``, stream/processor.py);
+    what the judge makes of them is in ``Stage2.judged`` each tick, which a live stage 2 stores."""
+    assert Stage1(TOPO, split=True).transport == {SAMPLE}
+    assert DetectionEngine(TOPO).transport == frozenset()  # one process stores its findings judged
+
+    kept: list[list[Finding]] = []
+
+    class Keeping(Stage2):
+        def run(self, findings: list[Finding], now: float):  # type: ignore[override]
+            changed = super().run(findings, now)
+            kept.append(self.judged)
+            return changed
+
+    stage2 = Keeping(TOPO)
+    per_tick = split_run(tl, ticks, stage2)
+    assert kept == [warm(fs) for fs in per_tick] and any(kept)
+
+
 def test_each_processor_samples_only_its_half_of_each_loop(tl) -> None:
     w = tl.window(200.0)
     samples = {
@@ -167,7 +186,7 @@ def test_a_malformed_sample_is_a_judge_error_and_the_rest_is_still_correlated() 
     stage2 = Stage2(TOPO, EngineConfig(open_after_s=1.0))
     stage2.run([bad, xid], 120.0)
     assert stage2.errors == ["cooling_loop: KeyError: 'end'"]
-    assert stage2.findings == [xid] and stage2.unconsumed == {}
+    assert stage2.findings == [xid] and stage2.unconsumed == {} and stage2.judged == []
 
 
 def test_a_tick_of_samples_is_about_38_kb_for_1024_gpus() -> None:

@@ -553,6 +553,111 @@ def test_no_queue_depth_column_is_unknown_never_a_storm() -> None:
     assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", edit))
 
 
+# --- pfc_storm per priority: the pause time of each lossless priority, where the source counts it ---
+
+PFC_COLUMNS = ("rx_pause_p{}_total", "tx_pause_p{}_total", "rx_pause_duration_p{}_us_total")
+
+
+def _priorities(tl: Timeline, ports: list[str] | None = None, priorities: tuple[int, ...] = (3, 4)) -> None:
+    """The per-priority PFC columns on ``ports`` (every port when None), counting nothing yet; other
+    ports leave them null, as a source without them does."""
+    key = {} if ports is None else {"port": ports}
+    for p in priorities:
+        for name in PFC_COLUMNS:
+            tl.put("port", name.format(p), 0, **key)
+
+
+def _held(tl: Timeline, priority: int, share: float, port: str = NIC_LEAF, rate: float = 6000.0) -> None:
+    """``port`` receives ``rate`` pauses a second on ``priority`` from its partner, held ``share`` of the time."""
+    tl.count("port", f"tx_pause_p{priority}_total", rate, start=60, port=TOPO.port_peer[port])
+    tl.count("port", f"rx_pause_p{priority}_total", rate, start=60, port=port)
+    tl.count("port", f"rx_pause_duration_p{priority}_us_total", share * 1e6, start=60, port=port)
+
+
+def _storm_on_4(tl: Timeline) -> None:
+    """The NIC storms priority 4 (lossless, none of the job on it): its leaf port is held on 4 all the
+    time while RoCE on 3 flows on; the port's traffic, queue and upstream are as healthy."""
+    _priorities(tl)
+    tl.count("port", "tx_pause_total", 6000, start=60, port=NIC)
+    tl.count("port", "rx_pause_total", 6000, start=60, port=NIC_LEAF)
+    _held(tl, 4, 1.0)
+
+
+def _storm_on_3(tl: Timeline) -> None:
+    """The storm of _storm (queue full, nothing sent, pauses upstream), counted on RoCE's priority 3."""
+    _storm(tl)
+    _priorities(tl)
+    _held(tl, 3, 1.0, rate=20_000)
+
+
+def _bursty_idle(tl: Timeline, columns: bool = True) -> None:
+    """Healthy all-reduce bursts: the NIC sends brief pauses on 3 (2000 a second, its leaf port held
+    8 % of the time) while the leaf port, in a compute phase, has a little queued and sends next to
+    nothing. Read on the port alone that is paused, queued and silent; its pause time says otherwise."""
+    if columns:
+        _priorities(tl)
+        _held(tl, 3, 0.08, rate=2000)
+    tl.count("port", "tx_pause_total", 2000, start=60, port=NIC)
+    tl.count("port", "rx_pause_total", 2000, start=60, port=NIC_LEAF)
+    tl.freeze("port", "tx_bytes_total", start=60, port=NIC_LEAF)
+    tl.freeze("port", "tx_packets_total", start=60, port=NIC_LEAF)
+    tl.put("port", "queue_depth_bytes", 40_000, start=60, port=NIC_LEAF)
+
+
+def _paused_frac(found: list[Finding]) -> dict:
+    (source,) = [f for f in found if f.symptom == "pfc_storm_source"]
+    return next(e for e in source.evidence if e["metric"] == "paused_frac")
+
+
+@pytest.mark.parametrize(
+    ("edit", "storm_priority"),
+    [
+        # a storm on lossless priority 4: the port's traffic flows on (RoCE is on 3), only 4's pause time shows it
+        (_storm_on_4, 4),
+        # the same storm from a source without per-priority columns: the port reading cannot see it
+        (lambda tl: (_storm_on_4(tl), *(tl.drop_column("port", c.format(p)) for p in (3, 4) for c in PFC_COLUMNS)),
+         None),
+        # a storm on RoCE's priority 3: held all the time, as the port reading also says
+        (_storm_on_3, 3),
+        # healthy bursty pauses on 3 while the port idles: held 8 % of the time, no storm
+        (_bursty_idle, None),
+        # ... which the port reading alone (no per-priority columns) would call a storm
+        (lambda tl: _bursty_idle(tl, columns=False), "port"),
+        # no per-priority columns: today's port judgement (the storm of _storm)
+        (_storm, "port"),
+        # the columns exist but the partner reports none (null): unknown, never quiet, the port decides
+        (lambda tl: (_storm(tl), _priorities(tl, [NIC])), "port"),
+        # priority 3 counted and quiet but 4 not counted (mlx5 with PFC on 3 only): 4 unknown, the port decides
+        (lambda tl: (_storm(tl), _priorities(tl, priorities=(3,))), "port"),
+        # every lossless priority counted and neither held: the pause time decides, no storm on the port's word
+        (lambda tl: (_storm(tl), _priorities(tl)), None),
+    ],
+    ids=["p4", "p4-without-columns", "p3", "bursty", "bursty-port-only", "port", "partner-null", "p4-unknown",
+         "all-quiet"],
+)  # fmt: skip
+def test_pfc_storm_per_priority(edit: Callable[[Timeline], None], storm_priority: int | str | None) -> None:
+    found = findings_at("pfc_storm", edit)
+    sources = _symptoms(found).get("pfc_storm_source", set())
+    if storm_priority is None:
+        assert not sources
+        return
+    assert sources == {NIC}
+    held = _paused_frac(found)
+    assert held["port"] == NIC_LEAF and held["value"] >= 0.99 and held["threshold"] == 0.99
+    if storm_priority == "port":  # judged on the port: no priority named
+        assert "priority" not in held
+    else:
+        assert held["priority"] == storm_priority
+        (source,) = [f for f in found if f.symptom == "pfc_storm_source"]
+        assert source.attrs["priority"] == storm_priority and source.cause == "pfc_storm"
+
+
+def test_a_storm_on_3_still_traces_its_upstream_pauses_to_the_nic() -> None:
+    found = _symptoms(findings_at("pfc_storm", _storm_on_3))
+    assert found["pfc_storm_source"] == {NIC}
+    assert len(found["pause_upstream"]) == 4  # the leaf pauses its uplinks because its port is held
+
+
 def _quiet_lane(sd: float) -> Callable[[Timeline], None]:
     """LEAF_PORT's lanes read -2 dBm with noise ``sd``, then lane 2 steps down 1.5 dB at 120 s."""
 

@@ -196,14 +196,37 @@ def test_an_allreduce_incast_queues_only_in_the_comm_phase() -> None:
 # --- PFC per priority -------------------------------------------------------------------------------------
 
 
-def test_a_storm_on_a_priority_the_job_does_not_use_only_sends_pauses() -> None:
+@pytest.mark.parametrize("priority", [5, 4])
+def test_a_storm_on_a_priority_the_job_does_not_use_only_sends_pauses(priority: int) -> None:
+    """Priority 5 has no PFC columns (only 3 and 4 ride the bus): the port totals show it. Priority 4
+    is lossless without the job on it: its own columns show the storm, the partner held all the time."""
     topo = standard(GPUS)
     port, steps = "node001/gpu1:p0", 40
-    h, f = healthy(GPUS, steps, SEED), faulted({"cause": "pfc_storm", "port": port, "priority": 5, "start": 60}, steps)
+    spec = {"cause": "pfc_storm", "port": port, "priority": priority, "start": 60}
+    h, f = healthy(GPUS, steps, SEED), faulted(spec, steps)
     partner = topo.port_peer[port]
-    assert not outside(changes(h, f), allow(port=[(("tx_pause_total",), {port}), (("rx_pause_total",), {partner})]))
+    # the source's few healthy RoCE pauses are told from the storm's by their share of the rate
+    sent_cols = ("tx_pause_total", "tx_pause_p3_total", "tx_pause_p4_total")
+    got_cols = ("rx_pause_total", "rx_pause_p3_total", "rx_pause_p4_total")
+    got_cols += ("rx_pause_duration_p3_us_total", "rx_pause_duration_p4_us_total")
+    assert not outside(changes(h, f), allow(port=[(sent_cols, {port}), (got_cols, {partner})]))
     sent = series(f, "port", port, "tx_pause_total")
     assert (sent[-1] - sent[-11]) / 50.0 == pytest.approx(fabric.PAUSE_FULL_PER_S, rel=0.05)
+    p4 = series(f, "port", port, "tx_pause_p4_total")
+    held = series(f, "port", partner, "rx_pause_duration_p4_us_total")
+    if priority == 5:
+        assert p4 == series(h, "port", port, "tx_pause_p4_total")
+        assert held == series(h, "port", partner, "rx_pause_duration_p4_us_total")
+    else:
+        assert p4[-1] - p4[-11] == pytest.approx(sent[-1] - sent[-11], abs=2)
+        assert held[-1] - held[-11] == pytest.approx(50e6, rel=0.001)  # held the whole 50 s
+    for name in ("tx_bytes_total", "queue_depth_bytes", "rx_pause_duration_p3_us_total"):  # RoCE flows on
+        assert series(f, "port", partner, name) == series(h, "port", partner, name)
+    lossless = [a + b for a, b in zip(series(f, "port", port, "tx_pause_p3_total"), p4, strict=True)]
+    if priority == 4:  # the port total counts every priority's frames: here all are lossless
+        assert lossless == sent
+    else:
+        assert all(a <= b for a, b in zip(lossless, sent, strict=True)) and lossless[-1] < sent[-1]
 
 
 def test_short_pause_quanta_send_more_frames_for_the_same_paused_time() -> None:
@@ -214,6 +237,8 @@ def test_short_pause_quanta_send_more_frames_for_the_same_paused_time() -> None:
     sent = series(f, "port", port, "tx_pause_total")
     assert (sent[-1] - sent[-11]) / 50.0 == pytest.approx(0.5 * 4 * fabric.PAUSE_FULL_PER_S, rel=0.05)
     partner = topo.port_peer[port]
+    held = series(f, "port", partner, "rx_pause_duration_p3_us_total")
+    assert held[-1] - held[-11] == pytest.approx(0.5 * 50e6, rel=0.001)  # the time held, not frames × quanta
     tx_f, tx_h = series(f, "port", partner, "tx_bytes_total"), series(h, "port", partner, "tx_bytes_total")
     assert (tx_f[-1] - tx_f[-11]) == pytest.approx(0.5 * (tx_h[-1] - tx_h[-11]), rel=0.05)  # held half the time
 
@@ -245,3 +270,10 @@ def test_new_options_are_checked_where_the_fault_file_is_read(entry: dict, said:
     with pytest.raises(InputErrors) as info:
         parse_faults([entry], topo, "f.yaml")
     assert said in str(info.value)
+
+
+def test_a_port_held_in_xoff_sees_the_pause_rate_of_802_1qbb_at_400g() -> None:
+    # 65535 quanta x 512 bit times at 400 Gb/s = 83.9 µs of pause; XOFF refreshed at half of it.
+    pause_s = 65535 * 512 / 400e9
+    assert pause_s == pytest.approx(83.9e-6, rel=1e-3)
+    assert fabric.PAUSE_FULL_PER_S == pytest.approx(2 / pause_s) == pytest.approx(23_840, rel=1e-3)

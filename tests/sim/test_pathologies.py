@@ -17,7 +17,7 @@ import pytest
 from fabricwatch.collectors.sim import simulate_capture
 from fabricwatch.faults import Fault, FaultPlan
 from fabricwatch.pathologies import Pathology, parse_pathologies
-from fabricwatch.schema import Message, to_table
+from fabricwatch.schema import LOSSLESS_PRIORITIES, Message, pause_columns, to_table
 from tests.sim.helpers import changes, healthy, run, series, standard
 
 GPUS, STEPS, SEED, INTERVAL, T0 = 64, 48, 5, 5.0, 1764400000.0
@@ -35,6 +35,7 @@ COUNTERS = (
     "tx_pause_total",
     "ecn_marked_total",
     "tx_drops_total",
+    *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),
 )
 
 
@@ -217,6 +218,7 @@ def test_sysfs_profile_has_ib_counter_widths() -> None:
         "link_down_total",
         "rx_bytes_total",
         "tx_bytes_total",
+        *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),  # no PFC counters in sysfs
     }
     assert {k for k, _ in found} == {"port"} and all(str(e).startswith("leaf") for v in found.values() for e in v)
     for s in p:
@@ -361,8 +363,12 @@ def test_load_step_idles_part_of_the_job_then_it_joins_again() -> None:
 def test_bursty_traffic_has_healthy_marks_bursts_and_brief_pauses() -> None:
     h, p = base(), with_({"kind": "bursty_traffic", "duty": 0.3})
     found = changes(h, p)
-    assert {c for _, c in found} <= {"queue_depth_bytes", "ecn_marked_total", "tx_pause_total", "rx_pause_total"}
+    paused = {"tx_pause_total", "rx_pause_total", "tx_pause_p3_total", "rx_pause_p3_total"}
+    assert {c for _, c in found} <= {"queue_depth_bytes", "ecn_marked_total", "rx_pause_duration_p3_us_total"} | paused
     assert {k for k, _ in found} == {"port"}
+    for port in ("node001/gpu1:p0", "leaf0-0:p01"):  # brief pauses on RoCE's priority: held a tiny share of the time
+        held = series(p, "port", port, "rx_pause_duration_p3_us_total")
+        assert (held[-1] - held[0]) / ((STEPS - 1) * INTERVAL * 1e6) < 0.01
     queues = [v for s in p for m in s if m.kind == "port" for v in m.rows["queue_depth_bytes"]]
     assert max(queues) <= 600e3
     marks_h = sum(sum(m.rows["ecn_marked_total"]) for m in h[-1] if m.kind == "port")

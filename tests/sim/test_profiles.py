@@ -52,9 +52,19 @@ def test_profile_covers_what_the_parser_fills(collector: str) -> None:
         ("gnmi", "port", "queue_depth_bytes"),  # OpenConfig has no queue depth nor ECN marks
         ("gnmi", "port", "ecn_marked_total"),
         ("sysfs", "port", "fec_corrected_total"),  # IB counters only
+        ("sysfs", "port", "rx_pause_p3_total"),
+        ("gnmi", "port", "rx_pause_duration_p3_us_total"),  # OpenConfig: the port's mac pause frames only
+        ("gnmi", "port", "tx_pause_p4_total"),
         ("nvidia-smi", "gpu", "xid"),
     ],
 )
 def test_profile_leaves_out_what_the_collector_cannot_read(collector: str, kind: str, column: str) -> None:
     assert column not in PROFILES[collector][kind]
     assert column not in filled(collector).get(kind, set())
+
+
+def test_ethtool_fills_pfc_per_lossless_priority() -> None:
+    """mlx5 ``ethtool -S`` has rx/tx_prioP_pause and rx_prioP_pause_duration for each PFC-enabled priority."""
+    seen = filled("ethtool")["port"]
+    assert {"rx_pause_p3_total", "tx_pause_p3_total", "rx_pause_duration_p3_us_total"} <= seen
+    assert {"rx_pause_p4_total", "tx_pause_p4_total", "rx_pause_duration_p4_us_total"} <= seen

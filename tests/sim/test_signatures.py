@@ -214,6 +214,12 @@ def check_storm(topo, h, f):
     for up in uplinks:  # hop 1: the partner's switch pauses its uplinks
         s = series(f, "port", up, "tx_pause_total")
         assert (s[-1] - s[-11]) / 50.0 == pytest.approx(0.5 * fabric.PAUSE_FULL_PER_S, rel=0.1)
+        held = series(f, "port", topo.port_peer[up], "rx_pause_duration_p3_us_total")
+        assert (held[-1] - held[-11]) / 50e6 == pytest.approx(0.5, rel=0.1)  # held half the time
+    # the storm is on RoCE's priority 3: the partner's queue is held all the time (SONiC: a storm)
+    assert series(f, "port", port, "tx_pause_p3_total") == sent  # every pause is priority 3
+    held = series(f, "port", partner, "rx_pause_duration_p3_us_total")
+    assert held[-1] - held[-11] == pytest.approx(50e6, rel=0.001)
 
 
 def check_cooling(topo, h, f):
@@ -498,6 +504,10 @@ def _thermal_allowed(topo, gpus, optics_ber: bool):
     return out
 
 
+# pauses on the RoCE priority (3) as the receiver counts them: frames, both totals, and time held
+PAUSED_P3 = ("rx_pause_total", "rx_pause_p3_total", "rx_pause_duration_p3_us_total")
+
+
 def _incast_allowed(topo, port):
     plant = Plant(topo)
     feeders = {plant.ports[q] for q in plant.feeders(plant.port_index[port]).tolist()}
@@ -506,8 +516,8 @@ def _incast_allowed(topo, port):
         port=[
             (("tx_bytes_total", "tx_packets_total", "queue_depth_bytes", "ecn_marked_total"), {port}),
             (("rx_bytes_total", "rx_packets_total", "ecn_marked_total"), {peer}),
-            (("tx_pause_total",), feeders),
-            (("rx_pause_total",), {topo.port_peer[q] for q in feeders}),
+            (("tx_pause_total", "tx_pause_p3_total"), feeders),
+            (PAUSED_P3, {topo.port_peer[q] for q in feeders}),
         ]
     )
 
@@ -520,8 +530,8 @@ def _storm_allowed(topo, port):
     senders = {port} | {plant.ports[q] for q in np.concatenate([hop1, hop2]).tolist()}
     return allow(
         port=[
-            (("tx_pause_total",), senders),
-            (("rx_pause_total",), {topo.port_peer[q] for q in senders}),
+            (("tx_pause_total", "tx_pause_p3_total"), senders),
+            (PAUSED_P3, {topo.port_peer[q] for q in senders}),
             (("tx_bytes_total", "tx_packets_total", "queue_depth_bytes", "ecn_marked_total"), {partner}),
             (("rx_bytes_total", "rx_packets_total", "ecn_marked_total"), {port}),
         ]

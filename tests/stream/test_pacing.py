@@ -65,3 +65,17 @@ def test_a_revoked_partition_drops_what_waits() -> None:
 def test_a_bus_read_in_produce_order_is_never_held() -> None:
     pacer = pacer_with_backlog(5, bus=MemoryBus(partitions=2))
     assert pacer.pace([(A, 100.0), (A, 500.0), (B, 100.0)]) == [(A, 100.0), (A, 500.0), (B, 100.0)]
+
+
+def test_a_partition_not_read_yet_stands_where_the_consumer_says_it_is() -> None:
+    """Stage 2 restarted: B has a backlog and has handed nothing on; it stands at the consumer's first
+    open tick (``unread_at``), not at A's first item, so A goes no more than ``ahead_s`` past that."""
+    assert pacer_with_backlog(5).pace([(A, 105.0), (A, 112.0)]) == [(A, 105.0), (A, 112.0)]  # unknown: A's start
+    pacer = pacer_with_backlog(5)
+    pacer.unread_at = lambda: 100.0
+    assert pacer.pace([(A, 105.0), (A, 110.0), (A, 112.0)]) == [(A, 105.0), (A, 110.0)]
+    pacer.release_due()
+    assert A in pacer.held  # B still stands at 100
+    assert pacer.pace([(B, 104.0)]) == [(B, 104.0)]
+    pacer.release_due()
+    assert not pacer.held and pacer.pace([]) == [(A, 112.0)]

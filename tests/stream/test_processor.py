@@ -17,6 +17,7 @@ class RecordingEngine:
 
     window_s = 30.0
     every_s = 10.0
+    transport: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, float, float, int]] = []

@@ -94,3 +94,33 @@ def test_query_while_another_process_writes(tmp_path):
     finally:
         writer.communicate("done\n", timeout=30)
     assert writer.returncode == 0
+
+
+def port_table(t: float, **extra: list):
+    rows = {"port": ["leaf0-0:p00"], "rx_pause_total": [10 + int(t)], **extra}
+    return schema.to_table("port", [schema.make("port", "leaf0-0", T0 + t, int(t), rows)]).table
+
+
+def test_a_file_from_before_the_per_priority_pause_columns_opens_and_takes_them(tmp_path):
+    """DESIGN §3 extends the port kind; a DuckDB file (and its sealed segments) written before the
+    per-priority PFC columns existed still opens, old rows read null there (unknown, never 0)."""
+    db = tmp_path / "fw.duckdb"
+    new = {c for p in schema.LOSSLESS_PRIORITIES for c in schema.pause_columns(p)}
+    with Store(db) as store:  # make it an old file: the port table as it was, one row, sealed
+        old = [f"{c.name} {c.duckdb_type}" for c in schema.KINDS["port"].columns if c.name not in new]
+        store.con.execute("DROP TABLE port")
+        store.con.execute(f"CREATE TABLE port (ts TIMESTAMP NOT NULL, source VARCHAR, {', '.join(old)}, seq BIGINT)")
+        for t in (0, 10):
+            store.con.register("old_rows", port_table(t).drop(sorted(new)))
+            store.con.execute("INSERT INTO port SELECT * FROM old_rows")
+            store.con.unregister("old_rows")
+        assert store.seal(T0 + 5) == 1
+    with Store(db) as store:
+        store.write_batch({"port": port_table(20, rx_pause_duration_p3_us_total=[4_900_000])})
+        assert store.count("port") == 2
+        columns = [r[0] for r in store.con.execute("DESCRIBE port").fetchall()]
+        assert new <= set(columns)
+    got = open_forensic(db).con.execute(
+        "SELECT epoch(ts) - $t0, rx_pause_total, rx_pause_duration_p3_us_total FROM port ORDER BY ts", {"t0": T0}
+    )
+    assert got.fetchall() == [(0.0, 10, None), (10.0, 20, None), (20.0, 30, 4_900_000)]

@@ -7,6 +7,7 @@ cooling loop's GPUs and a spine's links are split over both; stage 2 joins their
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from fabricwatch.clock import VirtualClock
 from fabricwatch.collectors.sim import Simulator
+from fabricwatch.detectors.cooling_loop import SAMPLE
 from fabricwatch.detectors.stage import CLUSTER_DETECTORS, Stage1, Stage2
 from fabricwatch.faults import Fault
 from fabricwatch.incident import Incident
@@ -148,6 +150,7 @@ def test_the_joiners_state_resumes_where_it_stopped() -> None:
 class Split:
     findings: list[Outgoing]  # what the two processors published, in order
     gpu_sources: dict[str, set[str]]  # a hot GPU of the loop -> processors that found it hot
+    stores: dict[str, Store]  # each processor's store
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +177,7 @@ def split() -> Split:
         hot = isinstance(item, Found) and item.finding.symptom == "gpu_hot"
         if hot and TOPO.cooling_loop_of(item.finding.id) == LOOP:
             sources.setdefault(item.finding.id, set()).add(item.source or "")
-    return Split(out, sources)
+    return Split(out, sources, {name: proc.store for name, proc in procs.items()})
 
 
 def correlate(split: Split, db: Path | str = ":memory:", bus: MemoryBus | None = None) -> tuple[MemoryBus, Store]:
@@ -187,18 +190,15 @@ def correlate(split: Split, db: Path | str = ":memory:", bus: MemoryBus | None =
     return bus, store
 
 
-def new_loop(bus: MemoryBus, store: Store) -> CorrelateLoop:
+def new_loop(bus: MemoryBus, store: Store, batch: int = 40) -> CorrelateLoop:
     joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-"))
-    return CorrelateLoop(bus, store, joiner, delivered=lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)})
+    delivered = lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)}  # noqa: E731
+    return CorrelateLoop(bus, store, joiner, delivered=delivered, max_records=batch)
 
 
 def drive(loop: CorrelateLoop) -> None:
-    """What ``CorrelateLoop.run`` does, in small batches and without a stop event."""
-    loop.bus.subscribe([TOPIC_FINDINGS])
-    loop.bus.seek(dict(loop.next_offsets))
-    loop.recover()
-    while records := loop.bus.poll(max_records=40):
-        loop.handle(records)
+    """What ``CorrelateLoop.run`` does (in batches of its ``max_records``), until the bus is read."""
+    loop.drain()
 
 
 def published(bus: MemoryBus) -> list[dict]:
@@ -217,6 +217,28 @@ def test_a_cooling_loop_split_over_two_processors_and_a_switch_fault_become_one_
     assert all(i["id"].startswith("inc-t-") for i in final.values())
     assert store.count("incidents") == len(final)
     assert store.con.execute("SELECT count(*) FROM incident_outbox").fetchone() == (0,)
+
+
+def test_a_split_stage_1_publishes_its_loop_samples_and_stores_only_its_findings(split) -> None:
+    """``cooling_loop_sample`` is transport for stage 2's judge (a loop per processor per tick): on the
+    findings topic, not in a processor's findings table (the GPU rows it summarises are in the processor's
+    ``gpu`` table). Every other finding is both published and stored; what the judge makes of the samples
+    (``cooling_loop_warm``) stage 2 stores, as one process stores it."""
+    published: dict[str, list[Finding]] = {"A": [], "B": []}
+    for item in (decode(o.value) for o in split.findings):
+        if isinstance(item, Found):
+            published[item.source or ""].append(item.finding)
+    for name, store in split.stores.items():
+        samples = [f for f in published[name] if f.symptom == SAMPLE]
+        assert len(samples) >= 50  # each processor sees part of both loops, each tick
+        rows = store.con.execute("SELECT symptom, id FROM findings ORDER BY ALL").fetchall()
+        assert rows and SAMPLE not in {symptom for symptom, _ in rows}
+        assert rows == sorted((f.symptom, f.id) for f in published[name] if f.symptom != SAMPLE)
+    _, stage2 = correlate(split)
+    verdicts = stage2.con.execute("SELECT symptom, id, epoch(ts) FROM findings ORDER BY ts").fetchall()
+    assert {(symptom, id_) for symptom, id_, _ in verdicts} == {("cooling_loop_warm", LOOP)}
+    start = min(f.first_seen for f in published["A"])
+    assert min(ts for _, _, ts in verdicts) > start + 60.0  # the failure starts at 60 s
 
 
 class Crash(Exception):
@@ -249,23 +271,28 @@ class CrashingBus(MemoryBus):
         return False
 
 
+# 40 records a batch: a tick or two each, the second batch with incidents dies; 1000: each batch closes
+# many ticks (stage 2 catching up), the first with incidents (both of them) dies
+@pytest.mark.parametrize(("batch", "after"), [(40, 1), (1000, 0)])
 @pytest.mark.parametrize("crash", ["produce", "flush"])
-def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(split, tmp_path, crash) -> None:
-    reference, _ = correlate(split)
+def test_stage_2_killed_between_store_and_publish_loses_and_repeats_no_incident(
+    split, tmp_path, crash, batch, after
+) -> None:
+    reference, _ = correlate(split)  # batches of 40 records
     expected = [r.value for r in reference.records(TOPIC_INCIDENTS)]
     assert len(expected) >= 2
 
-    bus = CrashingBus(PARTITIONS, crash, after=1)  # the second batch with incidents dies
+    bus = CrashingBus(PARTITIONS, crash, after=after)
     bus.produce(split.findings)
     db = tmp_path / "stage2.duckdb"
     store = Store(db, group="stage2")
     with pytest.raises(Crash):
-        drive(new_loop(bus, store))
+        drive(new_loop(bus, store, batch))
     store.close()  # the process is gone; what was committed is in the file
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM incident_outbox").fetchone()[0] > 0  # stored, not confirmed
     store = Store(db, group="stage2")
-    drive(new_loop(bus, store))
+    drive(new_loop(bus, store, batch))
     got = [r.value for r in bus.records(TOPIC_INCIDENTS)]
     assert got == expected  # every change once, in order, with the same ids
     ids = {json.loads(v)["id"] for v in expected}
@@ -303,15 +330,11 @@ def test_partitions_read_far_apart_are_paced_so_no_finding_arrives_after_its_tic
         Store(group="stage2"),
         Joiner(Stage2(TOPO, id_prefix="inc-t-"), stall_s=60.0),  # 300 s of findings: partitions drift 5 stalls
         delivered=lambda: set(),
+        max_records=40,
     )
-    if not pacing:  # what stage 2 did before: feed every record it reads
-        loop._limit = lambda items: None  # type: ignore[method-assign]
-    bus.subscribe([TOPIC_FINDINGS])
-    for _ in range(10_000):
-        loop.release_due()
-        if not (records := bus.poll(max_records=40)):
-            break
-        loop.handle(records)
+    if not pacing:  # what stage 2 did before it paced: feed every record it reads
+        loop.pacer.ahead_s = math.inf
+    loop.drain()
     assert sum(bus.lag().values()) == 0 and not loop.held
     if pacing:
         assert loop.joiner.late == 0
@@ -361,14 +384,10 @@ def live_stage_2(findings: list[Outgoing], prune: bool) -> tuple[MemoryBus, Stor
     bus.produce(findings)
     store = Store(group="stage2")
     joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-", prune=prune))
-    loop = CorrelateLoop(bus, store, joiner, delivered=lambda: set())
-    bus.subscribe([TOPIC_FINDINGS])
+    loop = CorrelateLoop(bus, store, joiner, delivered=lambda: set(), max_records=40)
     most = 0
-    while sum(bus.lag().values()) or loop.held:
-        loop.release_due()  # what CorrelateLoop.run does before each poll: pacing pauses partitions
-        if records := bus.poll(max_records=40):
-            loop.handle(records)
-            most = max(most, len(json.loads(store.engine_state() or "{}")["engine"]["tracker"]["incidents"]))
+    while loop.step(0.0) or loop.held or loop.pacer.pending:
+        most = max(most, len(json.loads(store.engine_state() or "{}")["engine"]["tracker"]["incidents"]))
     return bus, store, joiner, most
 
 
@@ -394,3 +413,74 @@ def test_a_pruning_stage_2_publishes_the_same_and_its_store_keeps_every_incident
     assert state["engine"]["tracker"]["incidents"] == [] and state["engine"]["tracker"]["next"] == count + 1
     assert joiner.engine.incidents() == []
     assert state["found"] == state["received"] == state["expected"] == []
+
+
+# --- a batch that closes many ticks publishes every change of each --------------------------------------
+
+
+def stage_2_in_batches(findings: list[Outgoing], batch: int) -> tuple[list[bytes], list[Incident], CorrelateLoop]:
+    """Stage 2 over ``findings`` read ``batch`` records at a time: what it published, what it told
+    ``on_incident``, and the loop."""
+    bus = MemoryBus(PARTITIONS)
+    bus.produce(findings)
+    told: list[Incident] = []
+    joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-", prune=True))
+    loop = CorrelateLoop(bus, Store(group="stage2"), joiner, delivered=lambda: set(), max_records=batch,
+                         on_incident=told.append)  # fmt: skip
+    loop.drain()
+    return [r.value for r in bus.records(TOPIC_INCIDENTS)], told, loop
+
+
+def test_an_incident_that_opens_and_resolves_within_one_catch_up_batch_is_published_opened_then_resolved() -> None:
+    """Two GPUs hot for a minute, ten minutes apart, then healthy until both incidents resolve. Read a
+    record at a time (a tick a batch, as live), and all at once (one batch: a stage 2 restarted on the
+    backlog), stage 2 publishes the same changes in the same order, each incident firing, then resolved."""
+    findings = gpu_hot_every(600.0, 2, present_s=60.0, end_s=2 * 600.0 + 900.0)
+    live, live_told, _ = stage_2_in_batches(findings, batch=1)
+    caught_up, told, loop = stage_2_in_batches(findings, batch=100_000)
+    assert loop.stats.batches == 1 and loop.joiner.ticks > 200  # one batch closed every tick
+    assert caught_up == live
+    assert [json.dumps(i.to_dict()) for i in told] == [json.dumps(i.to_dict()) for i in live_told]
+    changes = [json.loads(v) for v in caught_up]
+    assert [json.loads(v) for v in caught_up] == [i.to_dict() for i in told]
+    for iid in ("inc-t-0001", "inc-t-0002"):
+        statuses = [c["status"] for c in changes if c["id"] == iid]
+        assert statuses[0] == "firing" and statuses[-1] == "resolved", statuses
+    # in the order the ticks made them: the first incident resolved before the second opened
+    order = [(c["id"], c["status"]) for c in changes]
+    assert order.index(("inc-t-0001", "resolved")) < order.index(("inc-t-0002", "firing"))
+    assert loop.stats.incidents == loop.stats.published == len(changes)
+    rows = loop.store.con.execute("SELECT id, status FROM incidents ORDER BY id").fetchall()
+    assert rows == [("inc-t-0001", "resolved"), ("inc-t-0002", "resolved")]  # each incident's last state
+
+
+def test_a_stage_2_restarted_on_a_backlog_read_partition_by_partition_drops_nothing_and_repeats_nothing(
+    split, tmp_path
+) -> None:
+    """Killed mid-backlog (what its pacer held is lost, never stored) and restarted on a fetcher that
+    drains one partition before the next: partitions not read yet stand at the first open tick, so
+    no finding comes after its tick closed, and the incidents are the uninterrupted stage 2's, once.
+    (With the pacer's default, a partition not read yet standing at the batch's start, the first
+    partition read runs ahead of the joiner and findings of spine01's ports come late: measured.)"""
+    reference, _ = correlate(split)
+    expected = [r.value for r in reference.records(TOPIC_INCIDENTS)]
+    db = tmp_path / "stage2.duckdb"
+
+    def restarted(published: list[Outgoing]) -> tuple[PartitionAtATimeBus, CorrelateLoop]:
+        bus = PartitionAtATimeBus(PARTITIONS)  # a new consumer: nothing paused, read from stored offsets
+        bus.produce(split.findings + published)
+        joiner = Joiner(Stage2(TOPO, id_prefix="inc-t-"), stall_s=60.0)
+        delivered = lambda: {r.value for r in bus.records(TOPIC_INCIDENTS)}  # noqa: E731
+        loop = CorrelateLoop(bus, Store(db, group="stage2"), joiner, delivered=delivered, max_records=40)
+        return bus, loop
+
+    bus, first = restarted([])
+    while first.stats.batches < 40:
+        first.step(0.0)
+    assert first.held  # killed while a partition waits for the others
+    first.store.close()
+    published = [Outgoing(TOPIC_INCIDENTS, r.key, r.value, r.ts) for r in bus.records(TOPIC_INCIDENTS)]
+    bus, second = restarted(published)
+    second.drain()
+    assert second.joiner.late == 0 and second.stats.skipped == 0
+    assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == expected
