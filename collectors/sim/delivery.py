@@ -41,6 +41,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -49,39 +50,75 @@ from typing import Any
 import numpy as np
 
 from fabricwatch.collectors.sim.plant import LANES, Plant
-from fabricwatch.collectors.sim.profiles import PROFILES, SATURATES, STEPS
+from fabricwatch.collectors.sim.profiles import PORT_ALL, PROFILES, SATURATES, STEPS
 from fabricwatch.errors import InputError
 from fabricwatch.pathologies import Pathology
 from fabricwatch.schema import KINDS, Message, make
 from fabricwatch.topology import split_port
 
 PORT_KINDS = ("port", "optical", "module")
+# the kinds that act on a (source, kind) (Delivery._route), and the characters that make a source a pattern
+_ROUTED = frozenset(
+    {
+        "duplicate_source",
+        "counter_reset",
+        "maintenance",
+        "counter_saturation",
+        "profile",
+        "scrape_interval",
+        "missing_scrapes",
+        "late_scrapes",
+        "collector_outage",
+        "clock_skew",
+    }
+)
+_WILD = re.compile(r"[*?\[]")
+# every column a kind's messages can have (the simulator's port messages add the packet counters)
+_COLUMNS = {name: {c.name for c in spec.columns} | {c.name for c in spec.keys} for name, spec in KINDS.items()}
+_COLUMNS["port"] |= PORT_ALL
 _NORMAL = NormalDist()
 _SPARE_RX = (-34.0, -30.4)
 
 
 def _uniform(*parts: object) -> float:
     """A deterministic uniform in (0, 1) from its arguments."""
-    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return _hashed("/".join(map(str, parts)).encode())
+
+
+def _hashed(key: bytes) -> float:
+    """:func:`_uniform` of arguments already joined with ``/`` and encoded (the hot path's form)."""
+    digest = hashlib.blake2b(key, digest_size=8).digest()
     return (int.from_bytes(digest, "little") + 0.5) / 2.0**64
+
+
+def _tag(*parts: object) -> bytes:
+    """The end of a :func:`_uniform` key that follows (seed, scrape): ``_hashed(b"seed/k" + tag)``."""
+    return "".join(f"/{p}" for p in parts).encode()
 
 
 @dataclass(slots=True)
 class _Route:
-    """Everything the pathologies do to one (source, kind), resolved once."""
+    """Everything the pathologies do to one (source, kind), resolved once.
+
+    Random draws are kept as their key's tag (:func:`_tag`): an entry's index, then what it draws for.
+    ``keep`` holds the kind's key columns besides the profiles' columns.
+    """
 
     spares: list[str] = field(default_factory=list)
     duplicate: tuple[str, float] | None = None
     resets: list[float] = field(default_factory=list)
     saturate: list[tuple[str, int, str]] = field(default_factory=list)
     keep: set[str] | None = None
-    na: list[tuple[int, float]] = field(default_factory=list)
+    keeps_all: bool = False  # ``keep`` holds every column the kind has: it nulls nothing
+    columns: tuple[str, ...] = ()  # the columns of the last message kept, and those ``keep`` nulls in it
+    nulls: list[str] = field(default_factory=list)
+    na: list[tuple[bytes, float]] = field(default_factory=list)
     steps: list[tuple[str, int]] = field(default_factory=list)
     cadence: float | None = None
-    missing: list[tuple[int, float]] = field(default_factory=list)
+    missing: list[tuple[bytes, float]] = field(default_factory=list)
     outages: list[tuple[float, float]] = field(default_factory=list)
-    late: list[tuple[int, float, float]] = field(default_factory=list)
-    skews: list[tuple[int, float, float]] = field(default_factory=list)
+    late: list[tuple[bytes, float, float]] = field(default_factory=list)
+    skews: list[tuple[bytes, float, float]] = field(default_factory=list)
 
     @property
     def idle(self) -> bool:
@@ -135,7 +172,18 @@ class Delivery:
         self.routes: dict[tuple[str, str], _Route] = {}
         self.restarts: dict[tuple[str, str], _Restart] = {}
         self.held: list[tuple[float, Message]] = []  # late messages and the simulated time they arrive
+        self.droppable: list[tuple[str, str, _Route]] = []  # (source, kind)s that unwanted() may leave uncut
         self.spare_ports = self._spare_ports()
+        # the entries _route reads, by the source they name: a name, or a pattern (or none: every source)
+        self.by_name: dict[str, list[tuple[int, Pathology]]] = {}
+        self.by_pattern: list[tuple[int, Pathology]] = []
+        for i, q in self.items:
+            if q.kind in _ROUTED:
+                name = q["switch"] if q.kind == "maintenance" else q["source"]
+                if q.kind in ("maintenance", "duplicate_source") or (name is not None and not _WILD.search(name)):
+                    self.by_name.setdefault(name, []).append((i, q))
+                else:
+                    self.by_pattern.append((i, q))
 
     # --- resolving the pathologies of one (source, kind) -----------------------------------------------
 
@@ -156,7 +204,8 @@ class Delivery:
         r = _Route()
         if kind in PORT_KINDS:
             r.spares = self.spare_ports.get(source, [])
-        for i, q in self.items:
+        named = self.by_name.get(source, [])
+        for i, q in sorted(named + self.by_pattern, key=lambda e: e[0]) if self.by_pattern else named:
             k, o = q.kind, q.options
             if k == "duplicate_source" and kind in PORT_KINDS and o["source"] == source:
                 r.duplicate = (o["as"], o["lag_s"])
@@ -174,22 +223,41 @@ class Delivery:
                     r.saturate.extend((c, b, "saturate") for c, b in SATURATES.get(o["as"], ()))
                     r.steps.extend(STEPS.get(o["as"], ()))
                     if o["na_fraction"]:
-                        r.na.append((i, o["na_fraction"]))
+                        r.na.append((_tag(i, "na", source, kind), o["na_fraction"]))
             elif k == "scrape_interval" and kind != "module":
                 if _matches(o["source"], source) and o["telemetry"] in (None, kind):
                     r.cadence = max(r.cadence or 0.0, o["interval_s"])
             elif k == "missing_scrapes" and _matches(o["source"], source):
-                r.missing.append((i, o["fraction"]))
+                r.missing.append((_tag(i, source, kind), o["fraction"]))
             elif k == "late_scrapes" and _matches(o["source"], source):
-                r.late.append((i, o["fraction"], o["delay_s"]))
+                r.late.append((_tag(i, "late", source, kind), o["fraction"], o["delay_s"]))
             elif k == "collector_outage" and _matches(o["source"], source):
                 r.outages.append((o["start"], o["start"] + o["duration"]))
             elif k == "clock_skew" and _matches(o["source"], source):
-                r.skews.append((i, o["offset_s"], o["jitter_s"]))
+                r.skews.append((_tag(i, source, kind), o["offset_s"], o["jitter_s"]))
         r.resets.sort()
+        if r.keep is not None:
+            r.keep |= {c.name for c in KINDS[kind].keys}
+            r.keeps_all = r.keep >= _COLUMNS[kind]
         return r
 
     # --- one scrape ------------------------------------------------------------------------------------
+
+    def unwanted(self, k: int, t_prev: float, t: float) -> dict[str, set[str]]:
+        """Kind → the sources whose message of scrape ``k`` :meth:`apply` would drop unread.
+
+        Those are off their cadence or in an outage, with no duplicate or restarted agent that reads
+        them first: the simulator need not cut them, and what arrives is the same. Only (source, kind)s
+        already seen count (every one is seen at the first scrape).
+        """
+        out: dict[str, set[str]] = {}
+        for source, kind, route in self.droppable:
+            c = route.cadence
+            if (c is not None and k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9)) or any(
+                a <= t < b for a, b in route.outages
+            ):
+                out.setdefault(kind, set()).add(source)
+        return out
 
     def apply(self, messages: list[Message], k: int, t_prev: float, t: float) -> list[Message]:
         """The messages of scrape ``k`` (simulated time t) as the collectors deliver them."""
@@ -197,12 +265,16 @@ class Delivery:
         if self.held:
             out = [m for due, m in self.held if due <= t + 1e-9]
             self.held = [(due, m) for due, m in self.held if due > t + 1e-9]
+        scrape = f"{self.seed}/{k}".encode()  # how every key hashed for this scrape starts (_tag)
+        blake2b, from_bytes = hashlib.blake2b, int.from_bytes
         for m in messages:
             key = (m.source, m.kind)
             route = self.routes.get(key)
             if route is None:
                 route = self._route(m.source, m.kind)
                 self.routes[key] = route if not route.idle else _IDLE
+                if (route.cadence or route.outages) and route.duplicate is None and not route.resets:
+                    self.droppable.append((m.source, m.kind, route))
             if route is _IDLE:
                 out.append(m)
                 continue
@@ -213,6 +285,24 @@ class Delivery:
                 out.append(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
             if route.resets:
                 self._restart(m, route.resets, t)
+            # the drops first: what follows only changes the message (same result, no work on a dropped one)
+            if route.cadence is not None:
+                c = route.cadence
+                if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
+                    continue
+                restart = self.restarts.get(key)
+                m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
+            lost = False
+            for tag, f in route.missing:
+                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
+                    lost = True  # _hashed, written out: two draws per message on the hot path
+                    break
+            for a, b in route.outages:
+                if a <= t < b:
+                    lost = True
+                    break
+            if lost:
+                continue
             for column, bits, mode in route.saturate:
                 values = m.rows.get(column)
                 if isinstance(values, list):
@@ -224,30 +314,23 @@ class Delivery:
                 values = m.rows.get(column)
                 if isinstance(values, list):
                     m.rows[column] = [v if v is None else v - v % step for v in values]
-            if route.keep is not None:
-                n = len(next(iter(m.rows.values()), []))
-                keys = {c.name for c in KINDS[m.kind].keys}
-                for column in list(m.rows):
-                    if column not in keys and column not in route.keep:
-                        m.rows[column] = [None] * n
-            for i, fraction in route.na:
-                self._not_available(m, k, i, fraction)
-            if route.cadence is not None:
-                c = route.cadence
-                if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
-                    continue
-                restart = self.restarts.get(key)
-                m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
-            if any(_uniform(self.seed, k, i, m.source, m.kind) < f for i, f in route.missing):
-                continue
-            if any(a <= t < b for a, b in route.outages):
-                continue
-            for i, offset, jitter in route.skews:
-                z = _NORMAL.inv_cdf(_uniform(self.seed, k, i, m.source, m.kind)) if jitter else 0.0
+            if route.keep is not None and not route.keeps_all:
+                rows = m.rows
+                names = tuple(rows)
+                if names != route.columns:  # the columns to null, worked out once per set of columns
+                    route.columns, route.nulls = names, [c for c in names if c not in route.keep]
+                n = len(next(iter(rows.values()), []))
+                for column in route.nulls:
+                    rows[column] = [None] * n
+            for tag, fraction in route.na:
+                self._not_available(m, _hashed(scrape + tag), fraction)
+            for tag, offset, jitter in route.skews:
+                z = _NORMAL.inv_cdf(_hashed(scrape + tag)) if jitter else 0.0
                 m.ts = m.ts + offset + jitter * z
-            delay = max(
-                (d for i, f, d in route.late if _uniform(self.seed, k, i, "late", m.source, m.kind) < f), default=0
-            )
+            delay = 0.0
+            for tag, f, d in route.late:
+                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
+                    delay = max(delay, d)
             if delay:
                 self.held.append((t + delay, m))
                 continue
@@ -277,12 +360,12 @@ class Delivery:
             m.rows[c] = [v if v is None or b is None else v - b for v, b in zip(raw, base, strict=True)]
         m.seq = m.seq - restart.seq0
 
-    def _not_available(self, m: Message, k: int, i: int, fraction: float) -> None:
-        """``fraction`` of the message's value cells become null (a collector printing N/A)."""
+    def _not_available(self, m: Message, u: float, fraction: float) -> None:
+        """``fraction`` of the message's value cells become null (a collector printing N/A); ``u`` seeds which."""
         keys = {c.name for c in KINDS[m.kind].keys}
         columns = [c for c in m.rows if c not in keys]
         n = len(next(iter(m.rows.values()), []))
-        seed = int(_uniform(self.seed, k, i, "na", m.source, m.kind) * 2**63)
+        seed = int(u * 2**63)
         hit = np.random.default_rng(seed).random((len(columns), n)) < fraction
         for j, c in enumerate(columns):
             if hit[j].any():

@@ -18,6 +18,9 @@ integers for temperatures, utilisation and clocks, DOM resolutions for optics (0
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +28,7 @@ import numpy as np
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
 from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
-from fabricwatch.schema import LOSSLESS_PRIORITIES, Message, make, pause_columns
+from fabricwatch.schema import LOSSLESS_PRIORITIES, SCHEMA, Message, make, pause_columns
 
 if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
@@ -56,6 +59,12 @@ class MessageBuilder:
             self.module_columns[name] = [getattr(m, name) for m in parts]
         self.power_limit = [POWER_LIMIT_W] * plant.G
         self.psu_ok = [1] * plant.S
+        self.cut = {
+            "gpu": _Cutter("gpu", plant.gpu_slices),
+            "switch": _Cutter("switch", plant.switch_slices),
+            "port": _Cutter("port", plant.port_slices),
+            "optical": _Cutter("optical", plant.port_slices, LANES),
+        }
 
     def set_part(self, port: int, part: optics.ModulePart) -> None:
         """A module replaced by another part: its identity and thresholds from the next module message."""
@@ -63,8 +72,18 @@ class MessageBuilder:
             if name != "port":
                 self.module_columns[name][port] = getattr(part, name)
 
-    def build(self, ts: float, seq: int, r: dict[str, Any], sim: Simulator, send_modules: set[int]) -> list[Message]:
+    def build(
+        self,
+        ts: float,
+        seq: int,
+        r: dict[str, Any],
+        sim: Simulator,
+        send_modules: set[int],
+        skip: Mapping[str, Collection[str]] | None = None,
+    ) -> list[Message]:
+        """The scrape's messages; ``skip`` maps a kind to sources whose message of it is not wanted (not cut)."""
         p = self.plant
+        skip = skip or {}
         out: list[Message] = []
 
         gpu = r["gpu"]
@@ -87,81 +106,130 @@ class MessageBuilder:
             for name, values in gpu_cols.items():
                 if name not in ("device", "xid"):
                     _with_nulls(values, offbus)
-        _cut(out, "gpu", ts, seq, gpu_cols, p.gpu_slices)
+        self.cut["gpu"](out, ts, seq, gpu_cols, skip.get("gpu", ()))
 
-        _cut(
-            out,
-            "switch",
-            ts,
-            seq,
-            {
-                "device": p.switches,
-                "asic_temp_c": r["switch_temp"].tolist(),
-                "fan_min_rpm": r["fan"].tolist(),
-                "psu_ok": self.psu_ok,
-            },
-            p.switch_slices,
-        )
+        switch_cols: dict[str, list[Any] | np.ndarray] = {
+            "device": p.switches,
+            "asic_temp_c": r["switch_temp"],
+            "fan_min_rpm": r["fan"],
+            "psu_ok": self.psu_ok,
+        }
+        self.cut["switch"](out, ts, seq, switch_cols, skip.get("switch", ()))
 
         down = np.flatnonzero(~r["up_now"])
-        port_cols: dict[str, list[Any]] = {
+        port_cols: dict[str, list[Any] | np.ndarray] = {
             "port": p.port_list,
-            "state": r["up_now"].astype(np.int64).tolist(),
+            "state": r["up_now"].astype(np.int64),
             "speed_gbps": _with_nulls([SPEED_GBPS] * p.P, down),
-            "rx_bytes_total": sim.rx_bytes.tolist(),
-            "tx_bytes_total": sim.tx_bytes.value.tolist(),
-            "rx_crc_errors_total": sim.crc.tolist(),
-            "symbol_errors_total": sim.symbol_errors.tolist(),
-            "fec_corrected_total": sim.fec_corrected.tolist(),
-            "fec_uncorrectable_total": sim.fec_uncorrectable.tolist(),
+            "rx_bytes_total": sim.rx_bytes,
+            "tx_bytes_total": sim.tx_bytes.value,
+            "rx_crc_errors_total": sim.crc,
+            "symbol_errors_total": sim.symbol_errors,
+            "fec_corrected_total": sim.fec_corrected,
+            "fec_uncorrectable_total": sim.fec_uncorrectable,
             "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down),
-            "link_down_total": sim.link_down.tolist(),
-            "rx_pause_total": sim.rx_pause.tolist(),
-            "tx_pause_total": sim.tx_pause.tolist(),
-            "ecn_marked_total": sim.ecn.tolist(),
-            "tx_drops_total": sim.drops.tolist(),
-            "queue_depth_bytes": np.round(r["queue"]).astype(np.int64).tolist(),
-            "rx_packets_total": sim.rx_pkts.tolist(),
-            "tx_packets_total": sim.tx_pkts.value.tolist(),
+            "link_down_total": sim.link_down,
+            "rx_pause_total": sim.rx_pause,
+            "tx_pause_total": sim.tx_pause,
+            "ecn_marked_total": sim.ecn,
+            "tx_drops_total": sim.drops,
+            "queue_depth_bytes": np.round(r["queue"]).astype(np.int64),
+            "rx_packets_total": sim.rx_pkts,
+            "tx_packets_total": sim.tx_pkts.value,
         }
         for row, priority in enumerate(LOSSLESS_PRIORITIES):
             rx, tx, held = pause_columns(priority)
-            port_cols[rx] = sim.rx_pause_prio[row].tolist()
-            port_cols[tx] = sim.tx_pause_prio[row].tolist()
-            port_cols[held] = sim.rx_paused_us.value[row].tolist()
-        _cut(out, "port", ts, seq, port_cols, p.port_slices)
+            port_cols[rx] = sim.rx_pause_prio[row]
+            port_cols[tx] = sim.tx_pause_prio[row]
+            port_cols[held] = sim.rx_paused_us.value[row]
+        self.cut["port"](out, ts, seq, port_cols, skip.get("port", ()))
 
-        optical_cols: dict[str, list[Any]] = {
+        optical_cols: dict[str, list[Any] | np.ndarray] = {
             "port": p.lane_port_list,
             "lane": p.lane_list,
-            "tx_power_dbm": np.round(r["tx_read"], 2).tolist(),
-            "rx_power_dbm": np.round(r["rx_read"], 2).tolist(),
-            "bias_ma": np.round(r["bias"], 3).tolist(),
-            "module_temp_c": np.repeat(np.round(r["module_temp"], 2), LANES).tolist(),
-            "voltage_v": np.repeat(np.round(r["voltage"], 4), LANES).tolist(),
+            "tx_power_dbm": np.round(r["tx_read"], 2),
+            "rx_power_dbm": np.round(r["rx_read"], 2),
+            "bias_ma": np.round(r["bias"], 3),
+            "module_temp_c": np.repeat(np.round(r["module_temp"], 2), LANES),
+            "voltage_v": np.repeat(np.round(r["voltage"], 4), LANES),
         }
-        _cut(out, "optical", ts, seq, optical_cols, p.port_slices, LANES)
+        self.cut["optical"](out, ts, seq, optical_cols, skip.get("optical", ()))
 
         if send_modules:
             chosen = [i for i in range(len(p.port_slices)) if i in send_modules]
+            unwanted = skip.get("module", ())
             for i in chosen:
                 sl = p.port_slices[i]
+                if sl.source in unwanted:  # its seq moves on as if it were sent
+                    self.module_seq[i] += 1
+                    continue
                 rows = {name: values[sl.start : sl.stop] for name, values in self.module_columns.items()}
                 out.append(make("module", sl.source, ts, self.module_seq[i], rows))
                 self.module_seq[i] += 1
         return out
 
 
-def _cut(
-    out: list[Message],
-    kind: str,
-    ts: float,
-    seq: int,
-    cols: dict[str, list[Any]],
-    slices: list[Slice],
-    scale: int = 1,
-) -> None:
-    """One message per slice; ``scale`` rows per slice unit (LANES for optical rows of ports)."""
-    for sl in slices:
-        a, b = sl.start * scale, sl.stop * scale
-        out.append(make(kind, sl.source, ts, seq, {name: values[a:b] for name, values in cols.items()}))
+class _Cutter:
+    """Cuts columns into one message per slice of a kind; the slice bounds are worked out once.
+
+    A column is a list, or an array that becomes one (``tolist``) for the rows of wanted slices only.
+    Each column is cut by ``map`` over prepared ``slice`` objects and each message's rows are zipped
+    from the pieces, so the Python work per message is a few calls whatever its columns.
+    """
+
+    def __init__(self, kind: str, slices: list[Slice], scale: int = 1) -> None:
+        self.kind = kind
+        self.all = _Plan(
+            [sl.source for sl in slices], [slice(sl.start * scale, sl.stop * scale) for sl in slices], None, []
+        )
+        self.all.packed = self.all.cuts
+        self.plans: dict[frozenset[str], _Plan] = {}
+
+    def plan(self, skip: Collection[str]) -> _Plan:
+        """The slices left when the sources in ``skip`` are not wanted, and where their rows are."""
+        key = frozenset(skip)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= 64:  # outages and cadences make a few sets: a bound, never reached
+                self.plans.clear()
+            chosen = [i for i, source in enumerate(self.all.sources) if source not in key]
+            cuts = [self.all.cuts[i] for i in chosen]
+            rows = np.concatenate([np.arange(c.start, c.stop) for c in cuts]) if cuts else np.zeros(0, np.int64)
+            plan = self.plans[key] = _Plan([self.all.sources[i] for i in chosen], cuts, rows, [])
+            at = 0
+            for c in cuts:
+                plan.packed.append(slice(at, at + c.stop - c.start))
+                at += c.stop - c.start
+        return plan
+
+    def __call__(
+        self,
+        out: list[Message],
+        ts: float,
+        seq: int,
+        cols: dict[str, list[Any] | np.ndarray],
+        skip: Collection[str],
+    ) -> None:
+        """One message per slice, except the sources in ``skip``."""
+        plan = self.plan(skip) if skip else self.all
+        pieces = []
+        for values in cols.values():
+            if isinstance(values, np.ndarray):
+                values = (values if plan.rows is None else values[plan.rows]).tolist()
+                pieces.append(list(map(values.__getitem__, plan.packed)))
+            else:
+                pieces.append(list(map(values.__getitem__, plan.cuts)))
+        kind, ts = self.kind, float(ts)
+        rows = map(dict, map(zip, repeat(list(cols)), zip(*pieces, strict=True)))
+        out.extend(map(Message, repeat(SCHEMA), repeat(kind), plan.sources, repeat(ts), repeat(seq), rows))
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Slices to cut: their sources, their rows in a kind's arrays (``cuts``) and, with ``rows`` the
+    indices of those rows, in the arrays' selection ``array[rows]`` (``packed``)."""
+
+    sources: list[str]
+    cuts: list[slice]
+    rows: np.ndarray | None  # None: every row
+    packed: list[slice]

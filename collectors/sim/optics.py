@@ -140,7 +140,13 @@ def waterfall_ber(rx_dbm: np.ndarray, sensitivity_dbm: np.ndarray) -> np.ndarray
 
 
 def thermal_floor_factor(module_temp_c: np.ndarray) -> np.ndarray:
-    return np.power(10.0, np.maximum(module_temp_c - THERMAL_KNEE_C, 0.0) / THERMAL_DECADE_C)
+    """10^((T - knee)/decade) above the knee, 1 below it (most modules: the power is taken where it is not 1)."""
+    x = np.maximum(module_temp_c - THERMAL_KNEE_C, 0.0) / THERMAL_DECADE_C
+    out = np.ones(x.shape)
+    hot = np.flatnonzero(x > 0.0)
+    if hot.size:
+        out[hot] = np.power(10.0, x[hot])
+    return out
 
 
 def bias_ma(tx_mw: np.ndarray, module_temp_c: np.ndarray, ith0_ma: np.ndarray, eta0: np.ndarray) -> np.ndarray:

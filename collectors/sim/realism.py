@@ -284,6 +284,8 @@ class Realism:
         for i, rate, codewords in self.error_bursts:
             gen = streams.at(k, f"pathology/{i}/bursts")
             events = poisson(rate * dt * up_share, gen)
+            if not events.any():  # nothing else comes from this stream: its second draw would give zeros
+                continue
             lost = events + poisson(events * (codewords - 1.0), gen)
             failed += lost
             corrected += lost * BURST_CORRECTED_BITS

@@ -58,18 +58,34 @@ def poisson(lam: np.ndarray, gen: np.random.Generator) -> np.ndarray:
     return out
 
 
+_TAIL = 24  # fewer elements than this left: their last terms are summed one by one in Python
+
+
 def _invert_small(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inversion of the CDF, summed term by term; each round works on the elements not yet done only,
+    and the last few elements finish in plain Python (the same float operations in the same order)."""
     k = np.zeros(lam.shape, dtype=np.int64)
     p = np.exp(-lam)
-    cdf = p.copy()
-    active = u > cdf
+    at = np.flatnonzero(u > p)  # the elements whose count is at least j
+    lam, u, p, cdf = lam[at], u[at], p[at], p[at]
     j = 0
-    while active.any() and j < 200:
+    while at.size >= _TAIL and j < 200:
         j += 1
         p = p * lam / j
-        k[active] += 1
+        k[at] += 1
         cdf = cdf + p
-        active &= u > cdf
+        more = u > cdf
+        if not more.all():
+            at, lam, u, p, cdf = at[more], lam[more], u[more], p[more], cdf[more]
+    for i, lam_i, u_i, p_i, cdf_i in zip(at.tolist(), lam.tolist(), u.tolist(), p.tolist(), cdf.tolist(), strict=True):
+        n = j
+        while n < 200:
+            n += 1
+            p_i = p_i * lam_i / n
+            cdf_i = cdf_i + p_i
+            if not u_i > cdf_i:
+                break
+        k[i] = n
     return k
 
 
