@@ -91,6 +91,7 @@ class Store:
         self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         for ddl in _DDL:
             self.con.execute(ddl)
+        self._by_name: set[str] = set()  # kinds whose columns are not in the schema's order (upgraded)
         self._upgrade_kinds()
         if self.path != ":memory:":
             segments.drop_sealed_duplicates(self.con, self.path)
@@ -108,6 +109,12 @@ class Store:
             for col in spec.columns:
                 if (kind, col.name) not in have:
                     self.con.execute(f"ALTER TABLE {kind} ADD COLUMN {col.name} {col.duckdb_type}")
+        order = self.con.execute(
+            "SELECT table_name, list(column_name ORDER BY ordinal_position) FROM information_schema.columns"
+            " WHERE table_catalog = current_database() AND table_schema = 'main' GROUP BY table_name"
+        ).fetchall()
+        # inserting by name costs; only a table whose columns are not in the schema's order needs it
+        self._by_name = {kind for kind, names in order if kind in KINDS and names != table_schema(kind).names}
 
     def write_batch(
         self,
@@ -163,8 +170,8 @@ class Store:
             table = table.cast(table_schema(name))
         self.con.register("_fw_batch", table)
         try:
-            # by name: a table upgraded from an older file has its newer columns after ``seq``
-            by_name = " BY NAME" if name in KINDS else ""
+            # by name where a table upgraded from an older file has its newer columns after ``seq``
+            by_name = " BY NAME" if name in self._by_name else ""
             self.con.execute(f"{verb} INTO {name}{by_name} SELECT * FROM _fw_batch")
         finally:
             self.con.unregister("_fw_batch")
