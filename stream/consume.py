@@ -38,7 +38,7 @@ from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
 from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import finding_record, tick_records
-from fabricwatch.stream.pacing import Pacer
+from fabricwatch.stream.pacing import Pacer, drain
 from fabricwatch.stream.processor import Decoded, Processor
 
 log = logging.getLogger("fabricwatch.consume")
@@ -180,14 +180,7 @@ class ProcessingLoop:
     def drain(self) -> int:
         """Handle batches until a poll comes back empty (a finite or lock-step bus has nothing more);
         returns the number of records polled."""
-        polled = 0
-        while True:
-            n = self.step()
-            polled += n
-            if n == 0 and not self.pacer.pending:
-                if not self.pacer.held:
-                    return polled
-                self.pacer.release_due(everything=True)  # the input is at its end: nothing more to wait for
+        return drain(self.step, self.pacer)
 
     def run(self, stop: threading.Event) -> LoopStats:
         """The live loop: poll and handle until ``stop`` is set, then close the bus."""

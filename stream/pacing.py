@@ -132,3 +132,16 @@ class Pacer(Generic[T]):
         unread = self.unread_at() if self.unread_at is not None else None
         unread = -math.inf if unread is None else unread
         return min((self.read.get(tp, unread) for tp in partitions), default=None)
+
+
+def drain(step: Callable[[], int], pacer: Pacer) -> int:
+    """Run a paced loop's ``step`` until a poll comes back empty and nothing waits (a finite bus at
+    its end), releasing what the pacer still holds once the input is over; returns records polled."""
+    polled = 0
+    while True:
+        n = step()
+        polled += n
+        if n == 0 and not pacer.pending:
+            if not pacer.held:
+                return polled
+            pacer.release_due(everything=True)  # the input is at its end: nothing more to wait for

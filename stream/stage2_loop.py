@@ -43,7 +43,7 @@ from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import FindingError, Found, TickMark, decode
 from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
-from fabricwatch.stream.pacing import Pacer
+from fabricwatch.stream.pacing import Pacer, drain
 from fabricwatch.stream.stage2 import Joiner
 from fabricwatch.stream.store import Store
 
@@ -183,14 +183,7 @@ class CorrelateLoop:
 
     def drain(self) -> int:
         """Steps until a poll comes back empty and nothing waits (a finite bus at its end); records polled."""
-        polled = 0
-        while True:
-            n = self.step(0.0)
-            polled += n
-            if n == 0 and not self.pacer.pending:
-                if not self.pacer.held:
-                    return polled
-                self.pacer.release_due(everything=True)  # the input is at its end: nothing more to wait for
+        return drain(lambda: self.step(0.0), self.pacer)
 
     def run(self, stop: threading.Event) -> Stage2Stats:
         try:
