@@ -145,7 +145,7 @@ class PfcStorm(Detector):
         last_ts = t.at.last_ts()
         out = []
         for i in np.flatnonzero(pausing):
-            port = str(t.at.index[i])
+            port = t.at.names[i]
             evidence = [
                 {
                     "metric": "tx_pause_per_s",
@@ -158,13 +158,13 @@ class PfcStorm(Detector):
             held_priority = None
             if source[i]:  # the watchdog's reading of the queue it holds
                 j = int(partner[i])
-                entry: dict[str, object] = {"metric": "paused_frac", "port": str(t.at.index[j])}
+                entry: dict[str, object] = {"metric": "paused_frac", "port": t.at.names[j]}
                 if priority[j] >= 0:  # read from that priority's pause time
                     held_priority = int(priority[j])
                     entry["priority"] = held_priority
                 entry |= {"value": sig(paused[j], 3), "threshold": cfg.paused_frac_min}
                 evidence.append(entry)
-                evidence.append({"metric": "queue_depth_bytes", "port": str(t.at.index[j]), "value": sig(t.queue[j])})
+                evidence.append({"metric": "queue_depth_bytes", "port": t.at.names[j], "value": sig(t.queue[j])})
             else:
                 evidence.append({"metric": "queue_depth_bytes", "port": port, "value": sig(t.queue[i])})
             out.append(
