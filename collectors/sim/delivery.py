@@ -266,7 +266,8 @@ class Delivery:
             out = [m for due, m in self.held if due <= t + 1e-9]
             self.held = [(due, m) for due, m in self.held if due > t + 1e-9]
         scrape = f"{self.seed}/{k}".encode()  # how every key hashed for this scrape starts (_tag)
-        blake2b, from_bytes = hashlib.blake2b, int.from_bytes
+        # _hashed(scrape + tag) for every tag: the scrape's part hashed once, each draw continues a copy
+        prefix, from_bytes = hashlib.blake2b(scrape, digest_size=8), int.from_bytes
         for m in messages:
             key = (m.source, m.kind)
             route = self.routes.get(key)
@@ -294,7 +295,9 @@ class Delivery:
                 m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
             lost = False
             for tag, f in route.missing:
-                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
+                h = prefix.copy()
+                h.update(tag)
+                if (from_bytes(h.digest(), "little") + 0.5) / 2.0**64 < f:
                     lost = True  # _hashed, written out: two draws per message on the hot path
                     break
             for a, b in route.outages:
@@ -329,7 +332,9 @@ class Delivery:
                 m.ts = m.ts + offset + jitter * z
             delay = 0.0
             for tag, f, d in route.late:
-                if (from_bytes(blake2b(scrape + tag, digest_size=8).digest(), "little") + 0.5) / 2.0**64 < f:
+                h = prefix.copy()
+                h.update(tag)
+                if (from_bytes(h.digest(), "little") + 0.5) / 2.0**64 < f:
                     delay = max(delay, d)
             if delay:
                 self.held.append((t + delay, m))
