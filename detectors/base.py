@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from fabricwatch.detectors.config import RECENT_S, DetectorConfig
@@ -62,6 +63,10 @@ class Detector(ABC):
 
     def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless by default
         """Resume from the output of :meth:`snapshot`."""
+
+    def forget(self, sources: Mapping[str, float]) -> None:  # noqa: B027 - keeps nothing per source by default
+        """These sources' telemetry now goes to another processor (their partitions were revoked;
+        each with the newest ts read of it here): what is kept of them is no longer this one's to judge."""
 
 
 class Judge(ABC):

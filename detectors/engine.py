@@ -10,6 +10,7 @@ gives the same incidents, byte for byte, live, in replay and in tests. The demo 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fabricwatch.detectors.config import EngineConfig
@@ -83,6 +84,10 @@ class DetectionEngine:
         the others still run, so one bad corner of the data never stops detection.
         """
         return self.stage2.run(self.stage1.detect(window), now)
+
+    def forget(self, sources: Mapping[str, float]) -> None:
+        """These sources' partitions went to another processor (Engine protocol)."""
+        self.stage1.forget(sources)
 
     def incidents(self) -> list[Incident]:
         """Every root incident so far, in id order."""

@@ -21,6 +21,7 @@ state that survives a restart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
@@ -61,6 +62,9 @@ class Liveness(Detector):
         super().__init__(config, **kwargs)
         # source -> {"last": newest ts, "interval": cadence (s) or None, "entities": sorted ids}
         self.sources: dict[str, dict[str, Any]] = {}
+        # source -> its newest ts when another processor took it over: its older rows still in the
+        # window are not a source to watch here; a newer row (handed back) is
+        self.handed_off: dict[str, float] = {}
         self._ticks = 0
 
     def detect(self, window: Window) -> list[Finding]:
@@ -89,6 +93,10 @@ class Liveness(Detector):
                     for source, entity in zip(part["source"].astype(str), part[column].astype(str), strict=True):
                         seen[source]["entities"].add(entity)
         for source, s in sorted(seen.items()):
+            if source in self.handed_off:
+                if s["last"] <= self.handed_off[source]:
+                    continue
+                del self.handed_off[source]
             known = self.sources.setdefault(source, {"last": s["last"], "interval": None, "entities": []})
             known["last"] = max(known["last"], s["last"])
             if s["intervals"]:
@@ -140,11 +148,24 @@ class Liveness(Detector):
             )
         return out
 
+    def forget(self, sources: Mapping[str, float]) -> None:
+        """A source whose partitions moved to another processor is that one's to watch: silent here
+        is not silent (a rebalance of a split deployment). Its rows up to the newest read here are
+        left alone; a newer one means it was handed back."""
+        for source, newest in sources.items():
+            known = self.sources.pop(source, None)
+            last = max(newest, known["last"] if known is not None else -np.inf)
+            self.handed_off[source] = max(last, self.handed_off.get(source, -np.inf))
+
     def snapshot(self) -> dict[str, Any]:
-        return {"sources": {k: dict(v) for k, v in sorted(self.sources.items())}}
+        return {
+            "sources": {k: dict(v) for k, v in sorted(self.sources.items())},
+            "handed_off": dict(sorted(self.handed_off.items())),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.sources = {str(k): dict(v) for k, v in state.get("sources", {}).items()}
+        self.handed_off = {str(k): float(v) for k, v in state.get("handed_off", {}).items()}
 
 
 def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:

@@ -24,6 +24,7 @@ domain is placed as follows (DESIGN §1, README "Two-stage detection"):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from fabricwatch.detectors.base import Detector, Judge, detector_class
@@ -90,6 +91,11 @@ class Stage1:
         """The processor's Engine protocol: findings only; incidents are stage 2's."""
         self.detect(window)
         return []
+
+    def forget(self, sources: Mapping[str, float]) -> None:
+        """These sources' partitions went to another processor: each detector drops what it keeps of them."""
+        for detector in self.detectors:
+            detector.forget(sources)
 
     def snapshot(self) -> dict[str, Any]:
         return {"version": SNAPSHOT_VERSION, "detectors": {d.name: d.snapshot() for d in self.detectors}}

@@ -144,6 +144,9 @@ class ProcessingLoop:
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         # Nothing to store: every polled batch was stored and committed before the next poll.
         self.pacer.forget(partitions)
+        gone = self.processor.forget_partitions(partitions)
+        if gone:
+            log.info("revoked: %d sources now read by another processor", len(gone))
         self.stats.assigned = 0
         for topic, partition in partitions:
             with contextlib.suppress(KeyError):

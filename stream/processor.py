@@ -25,7 +25,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,6 +73,8 @@ class Engine(Protocol):
 
     def snapshot(self) -> dict[str, Any]: ...
 
+    def forget(self, sources: Mapping[str, float]) -> None: ...  # source -> newest ts read here
+
     def restore(self, state: dict[str, Any]) -> None: ...
 
 
@@ -116,6 +118,7 @@ class Processor:
         self._next_tick: float | None = None
         self._firing_labels: dict[str, tuple[str, ...]] = {}
         self.rows_stored = 0
+        self._partition_sources: dict[tuple[str, int], set[str]] = {}  # the sources read from each partition
         # Baselines and open incidents survive a restart: the engine's state is saved with a tick's
         # findings every ``save_state_every_s`` of telemetry time and restored here (STYLE item 5).
         self.save_state_every_s = save_state_every_s
@@ -168,6 +171,11 @@ class Processor:
                 deadletters.append(message)
             else:
                 items.append((message, r))
+                seen = self._partition_sources.setdefault(tp, set())
+                if isinstance(message, schema.MessageBatch):
+                    seen.update(message.source)
+                else:
+                    seen.add(message.source)
                 self._observe(message)
                 if self._tick_due():
                     self._ingest(items, deadletters, dict(offsets), result)
@@ -176,6 +184,20 @@ class Processor:
         if items or deadletters or offsets != self.next_offsets:
             self._ingest(items, deadletters, offsets, result)
         return result
+
+    def forget_partitions(self, partitions: Collection[tuple[str, int]]) -> set[str]:
+        """These partitions went to another processor (a rebalance): the sources read only from them
+        are that processor's now, so their clocks stop holding the watermark back and detectors drop
+        what they keep of them (a source silent here is not silent). Returns those sources."""
+        revoked = {tp: self._partition_sources.pop(tp) for tp in partitions if tp in self._partition_sources}
+        kept = set().union(*self._partition_sources.values())
+        gone = set().union(*revoked.values()) - kept
+        if gone:
+            newest = {s: self.clocks.sources[s].latest for s in gone if s in self.clocks.sources}
+            self.clocks.forget(gone)
+            if self.engine is not None:
+                self.engine.forget({s: t for s, t in newest.items() if t is not None})
+        return gone
 
     def _tick_due(self) -> bool:
         if self.engine is None or self.earliest is None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 OFFSET_SAMPLES = 9  # median of the last 9 arrivals: one late or early stamp (jitter) cannot move it
@@ -139,6 +140,21 @@ class SourceClocks:
                 del self._latest[bisect.bisect_left(self._latest, state.latest)]
             bisect.insort(self._latest, latest)
             state.latest = latest
+
+    def forget(self, sources: Collection[str]) -> None:
+        """Drop these sources (their partitions went to another processor): they neither hold the
+        watermark back nor count in the fleet's reference from now on."""
+        for name in sources:
+            state = self.sources.pop(name, None)
+            if state is None:
+                continue
+            if state.latest is not None:
+                del self._latest[bisect.bisect_left(self._latest, state.latest)]
+            for entry in state.promises.values():
+                del self._promises[bisect.bisect_left(self._promises, entry)]
+            if name == self._wm_holder:
+                self._wm_holder = None
+            self._wm_stale = True
 
     def _repromise(self, name: str, state: SourceState) -> None:
         """Re-file the source's streams: each promises its data up to its corrected latest ts plus

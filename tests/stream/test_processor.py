@@ -31,6 +31,9 @@ class RecordingEngine:
     def restore(self, state):
         pass
 
+    def forget(self, sources):
+        self.forgotten = sorted(sources)
+
     def run(self, window, now):
         gpu = window.frame("gpu")
         self.calls.append((window.start, window.end, now, len(gpu)))
