@@ -11,7 +11,7 @@ import pytest
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.job import TrainingJob
 from fabricwatch.collectors.sim.simulator import _Counter
-from fabricwatch.collectors.sim.streams import Streams, poisson
+from fabricwatch.collectors.sim.streams import Streams, _invert_small, poisson
 from fabricwatch.collectors.sim.thermal import SW_THERMAL, GpuThermal
 
 
@@ -84,6 +84,27 @@ def test_poisson_draws_depend_only_on_each_elements_mean() -> None:
     b = poisson(other, streams.at(4, "x"))
     assert a[0] == 0
     assert np.array_equal(np.delete(a, 2), np.delete(b, 2))
+
+
+def _inverted(lam: float, u: float) -> int:
+    """The Poisson CDF inverted for one element, term by term (what streams._invert_small vectorises)."""
+    p = cdf = math.exp(-lam)
+    n = 0
+    while u > cdf and n < 200:
+        n += 1
+        p = p * lam / n
+        cdf = cdf + p
+    return n
+
+
+def test_poisson_small_means_are_the_inversion_of_each_element() -> None:
+    gen = np.random.default_rng(5)
+    lam = np.concatenate([gen.uniform(0.0, 29.9, 3000), gen.exponential(0.01, 500), np.full(50, 12.5)])
+    u = gen.random(lam.size)
+    u[:40] = 1.0 - 1e-16 * gen.random(40)  # beyond the last partial sum: capped at 200
+    got = _invert_small(lam, u)
+    assert got.tolist() == [_inverted(a, b) for a, b in zip(lam.tolist(), u.tolist(), strict=True)]
+    assert got[:40].max() == 200
 
 
 @pytest.mark.parametrize("lam", [0.2, 3.0, 25.0, 1000.0])
