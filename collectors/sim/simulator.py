@@ -102,6 +102,26 @@ class _Counter:
         return inc
 
 
+def _lane_mean(lanes: np.ndarray) -> np.ndarray:
+    """Each port's mean over its lanes: numpy's ``reshape(-1, LANES).mean(axis=1)``, the same sums in the
+    same order (lane by lane, then divided), in whole-array operations: a reduction over so short an axis
+    takes some ten times as long."""
+    rows = lanes.reshape(-1, LANES)
+    total = rows[:, 0] + rows[:, 1]
+    for lane in range(2, LANES):
+        total = total + rows[:, lane]
+    return total / LANES
+
+
+def _lane_min(lanes: np.ndarray) -> np.ndarray:
+    """Each port's minimum over its lanes (as ``reshape(-1, LANES).min(axis=1)``, faster; see _lane_mean)."""
+    rows = lanes.reshape(-1, LANES)
+    low = np.minimum(rows[:, 0], rows[:, 1])
+    for lane in range(2, LANES):
+        low = np.minimum(low, rows[:, lane])
+    return low
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a step runs, and the step's objects left out of its
@@ -373,8 +393,8 @@ class Simulator:
             bias=bias,
             module_temp=module_temp + 0.1 * z_temp,
             voltage=self.voltage + 0.002 * z_volt,
-            port_ber=ber_lane.reshape(p.P, LANES).mean(axis=1),  # the FEC sees the lanes interleaved
-            rx_min=rx_true.reshape(p.P, LANES).min(axis=1),
+            port_ber=_lane_mean(ber_lane),  # the FEC sees the lanes interleaved
+            rx_min=_lane_min(rx_true),
         )
 
     def _tx_set_mw(self) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.job import TrainingJob
-from fabricwatch.collectors.sim.simulator import _Counter
+from fabricwatch.collectors.sim.simulator import _Counter, _lane_mean, _lane_min
 from fabricwatch.collectors.sim.streams import Streams, _invert_small, poisson
 from fabricwatch.collectors.sim.thermal import SW_THERMAL, GpuThermal
 
@@ -73,6 +73,14 @@ def test_counters_carry_fractions_exactly() -> None:
     increments = sum(counter.add(a) for a in amounts)
     assert counter.value.tolist() == (np.array([10, 0, 5]) + np.floor(amounts.sum(axis=0))).tolist()
     assert increments.tolist() == np.floor(amounts.sum(axis=0)).astype(int).tolist()
+
+
+def test_lane_mean_and_min_are_numpys_to_the_bit() -> None:
+    gen = np.random.default_rng(3)
+    for scale in (1e-12, 1e-7, 1.0, 1e6):
+        lanes = np.exp(gen.normal(0.0, 4.0, 4 * 5000)) * scale * gen.choice([1.0, -1.0], 4 * 5000)
+        assert np.array_equal(_lane_mean(lanes), lanes.reshape(-1, 4).mean(axis=1))
+        assert np.array_equal(_lane_min(lanes), lanes.reshape(-1, 4).min(axis=1))
 
 
 def test_poisson_draws_depend_only_on_each_elements_mean() -> None:
