@@ -127,7 +127,8 @@ class MessageBuilder:
             "symbol_errors_total": sim.symbol_errors,
             "fec_corrected_total": sim.fec_corrected,
             "fec_uncorrectable_total": sim.fec_uncorrectable,
-            "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down),
+            # an array becomes a list for the wanted rows only (_Cutter); with a link down, a list with its nulls
+            "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down) if down.size else r["measured_ber"],
             "link_down_total": sim.link_down,
             "rx_pause_total": sim.rx_pause,
             "tx_pause_total": sim.tx_pause,
