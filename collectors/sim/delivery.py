@@ -176,6 +176,7 @@ class Delivery:
         self.held: list[tuple[float, Message]] = []  # late messages and the simulated time they arrive
         self.droppable: list[tuple[str, str, _Route]] = []  # (source, kind)s that unwanted() may leave uncut
         self.spare_ports = self._spare_ports()
+        self.spare_lanes: dict[tuple[str, int], tuple[float, float, float]] = {}  # _spare_lane's, by (port, lane)
         # the entries _route reads, by the source they name: a name, or a pattern (or none: every source)
         self.by_name: dict[str, list[tuple[int, Pathology]]] = {}
         self.by_pattern: list[tuple[int, Pathology]] = []
@@ -272,7 +273,7 @@ class Delivery:
         scrape = f"{self.seed}/{k}".encode()  # how every key hashed for this scrape starts (_tag)
         # _hashed(scrape + tag) for every tag: the scrape's part hashed once, each draw continues a copy
         copy, from_bytes = hashlib.blake2b(scrape, digest_size=8).copy, int.from_bytes
-        routes, keep = self.routes, out.append
+        routes, deliver = self.routes, out.append
         for m in messages:
             key = (m.source, m.kind)
             route = routes.get(key)
@@ -282,14 +283,14 @@ class Delivery:
                 if (route.cadence or route.outages) and route.duplicate is None and not route.resets:
                     self.droppable.append((m.source, m.kind, route))
             if route is _IDLE:
-                keep(m)
+                deliver(m)
                 continue
             if route.before:
                 if route.spares:
                     self._add_spares(m, route.spares, k)
                 if route.duplicate is not None:
                     name, lag = route.duplicate
-                    keep(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
+                    deliver(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
                 if route.resets:
                     self._restart(m, route.resets, t)
             # the drops first: what follows only changes the message (same result, no work on a dropped one)
@@ -319,7 +320,7 @@ class Delivery:
             if delay:
                 self.held.append((t + delay, m))
                 continue
-            keep(m)
+            deliver(m)
         return out
 
     def _shape(self, m: Message, route: _Route, scrape: bytes) -> None:
@@ -386,6 +387,15 @@ class Delivery:
                     values[r] = None
                 m.rows[c] = values
 
+    def _spare_lane(self, port: str, lane: int) -> tuple[float, float, float]:
+        """A spare lane's tx power, rx power and bias before its reading noise (fixed: worked out once)."""
+        got = self.spare_lanes.get((port, lane))
+        if got is None:
+            u = [_uniform(self.seed, "spare", port, lane, j) for j in range(3)]
+            got = (0.2 + 1.6 * u[0], _SPARE_RX[0] + (_SPARE_RX[1] - _SPARE_RX[0]) * u[1], 36.0 + 10.0 * u[2])
+            self.spare_lanes[(port, lane)] = got
+        return got
+
     def _add_spares(self, m: Message, spares: list[str], k: int) -> None:
         """Rows of modules in cages with no fibre (see spare_port in the module docstring)."""
         rows = m.rows
@@ -401,14 +411,14 @@ class Delivery:
             add: dict[str, list[Any]] = {name: [] for name in rows}
             for port in spares:
                 for lane in range(LANES):
-                    u = [_uniform(self.seed, "spare", port, lane, j) for j in range(3)]
+                    tx, rx, bias = self._spare_lane(port, lane)
                     z = _NORMAL.inv_cdf(_uniform(self.seed, k, "spare", port, lane))
                     values = {
                         "port": port,
                         "lane": lane,
-                        "tx_power_dbm": round(0.2 + 1.6 * u[0] + 0.03 * z, 2),
-                        "rx_power_dbm": round(_SPARE_RX[0] + (_SPARE_RX[1] - _SPARE_RX[0]) * u[1] + 0.05 * z, 2),
-                        "bias_ma": round(36.0 + 10.0 * u[2] + 0.08 * z, 3),
+                        "tx_power_dbm": round(tx + 0.03 * z, 2),
+                        "rx_power_dbm": round(rx + 0.05 * z, 2),
+                        "bias_ma": round(bias + 0.08 * z, 3),
                         "module_temp_c": round(ambient, 2),
                         "voltage_v": 3.3,
                     }
