@@ -42,6 +42,19 @@ def test_waterfall_reaches_the_fec_limit_at_the_lanes_sensitivity() -> None:
     assert ber[2] < ber[1] and ber[3] == 0.0  # far above sensitivity only the floor remains
 
 
+def test_waterfall_skips_no_lane_within_reach_of_the_negligible_q() -> None:
+    """Lanes on either side of the q = 9 cut, alone (the shortcut's case) or among far ones: each the
+    BER of the formula, 0 where q is 9 or more."""
+    sens = -9.0
+    cut = sens + 10.0 * math.log10(optics._Q_NEGLIGIBLE / optics.Q_AT_SENSITIVITY)
+    for rx in (cut - 1e-9, cut, cut + 1e-9, cut + 1e-5, cut - 0.5, cut + 0.5):
+        for lanes in (np.array([rx]), np.array([0.0, rx, 0.0])):
+            got = optics.waterfall_ber(lanes, np.full(lanes.size, sens))
+            q = optics.Q_AT_SENSITIVITY * np.power(10.0, (lanes - sens) / 10.0)
+            want = [0.75 * math.erfc(x / math.sqrt(2.0)) if x < optics._Q_NEGLIGIBLE else 0.0 for x in q.tolist()]
+            assert got.tolist() == want
+
+
 def test_dom_floors_loss_of_light_at_minus_40_dbm() -> None:
     read = optics.dom_reading_dbm(np.array([-60.0, -39.9, -3.0]), np.array([0.05, -0.2, 0.01]))
     assert read.tolist() == [-40.0, -40.0, pytest.approx(-2.99)]
