@@ -174,16 +174,16 @@ class _Cutter:
     """Cuts columns into one message per slice of a kind; the slice bounds are worked out once.
 
     A column is a list, or an array that becomes one (``tolist``) for the rows of wanted slices only.
-    Each column is cut by ``map`` over prepared ``slice`` objects and each message's rows are zipped
-    from the pieces, so the Python work per message is a few calls whatever its columns.
+    A list is cut by ``map`` over prepared ``slice`` objects; an array's rows, taken as runs of
+    slices of one width, become the pieces in one ``reshape(...).tolist()`` per run (nodes of eight
+    ports, switches of many). Each message's rows are zipped from the pieces, so the Python work per
+    message is a few calls whatever its columns.
     """
 
     def __init__(self, kind: str, slices: list[Slice], scale: int = 1) -> None:
         self.kind = kind
-        self.all = _Plan(
-            [sl.source for sl in slices], [slice(sl.start * scale, sl.stop * scale) for sl in slices], None, []
-        )
-        self.all.packed = self.all.cuts
+        cuts = [slice(sl.start * scale, sl.stop * scale) for sl in slices]
+        self.all = _Plan([sl.source for sl in slices], cuts, None, _runs(cuts))
         self.plans: dict[frozenset[str], _Plan] = {}
 
     def plan(self, skip: Collection[str]) -> _Plan:
@@ -196,11 +196,12 @@ class _Cutter:
             chosen = [i for i, source in enumerate(self.all.sources) if source not in key]
             cuts = [self.all.cuts[i] for i in chosen]
             rows = np.concatenate([np.arange(c.start, c.stop) for c in cuts]) if cuts else np.zeros(0, np.int64)
-            plan = self.plans[key] = _Plan([self.all.sources[i] for i in chosen], cuts, rows, [])
+            packed = []
             at = 0
             for c in cuts:
-                plan.packed.append(slice(at, at + c.stop - c.start))
+                packed.append(slice(at, at + c.stop - c.start))
                 at += c.stop - c.start
+            plan = self.plans[key] = _Plan([self.all.sources[i] for i in chosen], cuts, rows, _runs(packed))
         return plan
 
     def __call__(
@@ -216,8 +217,7 @@ class _Cutter:
         pieces = []
         for values in cols.values():
             if isinstance(values, np.ndarray):
-                values = (values if plan.rows is None else values[plan.rows]).tolist()
-                pieces.append(list(map(values.__getitem__, plan.packed)))
+                pieces.append(_split(values if plan.rows is None else values[plan.rows], plan.runs))
             else:
                 pieces.append(list(map(values.__getitem__, plan.cuts)))
         kind, ts = self.kind, float(ts)
@@ -228,9 +228,33 @@ class _Cutter:
 @dataclass(slots=True)
 class _Plan:
     """Slices to cut: their sources, their rows in a kind's arrays (``cuts``) and, with ``rows`` the
-    indices of those rows, in the arrays' selection ``array[rows]`` (``packed``)."""
+    indices of those rows, in the arrays' selection ``array[rows]`` (as ``runs`` of slices of one width)."""
 
     sources: list[str]
     cuts: list[slice]
     rows: np.ndarray | None  # None: every row
-    packed: list[slice]
+    runs: list[tuple[int, int, int]]  # (first row in the selection, slices, width)
+
+
+def _runs(packed: list[slice]) -> list[tuple[int, int, int]]:
+    """Consecutive slices of one width, back to back, as (first row, number of slices, width)."""
+    runs: list[tuple[int, int, int]] = []
+    for sl in packed:
+        width = sl.stop - sl.start
+        if runs and runs[-1][2] == width and runs[-1][0] + runs[-1][1] * width == sl.start:
+            first, count, _ = runs[-1]
+            runs[-1] = (first, count + 1, width)
+        else:
+            runs.append((sl.start, 1, width))
+    return runs
+
+
+def _split(values: np.ndarray, runs: list[tuple[int, int, int]]) -> list[list[Any]]:
+    """A column's pieces, one list per slice: each run of equal slices is one ``reshape`` and ``tolist``."""
+    if len(runs) == 1:
+        first, count, width = runs[0]
+        return values[first : first + count * width].reshape(count, width).tolist()
+    pieces: list[list[Any]] = []
+    for first, count, width in runs:
+        pieces.extend(values[first : first + count * width].reshape(count, width).tolist())
+    return pieces
