@@ -88,24 +88,25 @@ class MessageBuilder:
 
         gpu = r["gpu"]
         offbus = np.flatnonzero(r["offbus"])
-        gpu_cols: dict[str, list[Any]] = {
+        gpu_cols: dict[str, list[Any] | np.ndarray] = {
             "device": p.gpu_list,
-            "util_pct": gpu.util_pct.tolist(),
-            "mem_util_pct": gpu.mem_util_pct.tolist(),
-            "temp_c": gpu.temp_c.tolist(),
-            "mem_temp_c": gpu.mem_temp_c.tolist(),
-            "power_w": gpu.power_w.tolist(),
-            "power_limit_w": list(self.power_limit),
-            "sm_clock_mhz": gpu.sm_clock_mhz.tolist(),
-            "throttle_mask": gpu.throttle_mask.tolist(),
-            "xid": r["xid"].tolist(),
-            "ecc_dbe_total": r["ecc_dbe"].tolist(),
-            "pcie_replay_total": r["pcie_replay"].tolist(),
+            "util_pct": gpu.util_pct,
+            "mem_util_pct": gpu.mem_util_pct,
+            "temp_c": gpu.temp_c,
+            "mem_temp_c": gpu.mem_temp_c,
+            "power_w": gpu.power_w,
+            "power_limit_w": self.power_limit,
+            "sm_clock_mhz": gpu.sm_clock_mhz,
+            "throttle_mask": gpu.throttle_mask,
+            "xid": r["xid"],
+            "ecc_dbe_total": r["ecc_dbe"],
+            "pcie_replay_total": r["pcie_replay"],
         }
-        if offbus.size:
+        if offbus.size:  # a GPU off the bus reports nulls: lists (the cutter cuts arrays as they are)
             for name, values in gpu_cols.items():
                 if name not in ("device", "xid"):
-                    _with_nulls(values, offbus)
+                    listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                    gpu_cols[name] = _with_nulls(listed, offbus)
         self.cut["gpu"](out, ts, seq, gpu_cols, skip.get("gpu", ()))
 
         switch_cols: dict[str, list[Any] | np.ndarray] = {
