@@ -14,7 +14,8 @@ start-up), times the next N and reports wall and CPU time per step. The worlds:
 
 Runs are interleaved (run 1 of every world, then run 2, ...), so a busy machine slows them alike.
 Figures are medians over R runs, with the slowest and fastest run; the ratios are speeds (steps/s)
-against the tidy world and against the baseline.
+against the tidy world and against the baseline, of wall time, and with a baseline also of CPU time
+(``CPU vs base``: what the run itself used, less moved by other processes on a shared machine).
 """
 
 from __future__ import annotations
@@ -92,22 +93,23 @@ def main() -> None:
         worlds.append(World(f"tidy at {commit_of(base)}", base, "tidy"))
     print(f"this checkout: {commit_of(ROOT)}; medians of {args.runs} runs × {args.steps} steps, interleaved")
     header = f"{'GPUs':>5}  {'world':<16} {'ms/step':>8} {'(min–max)':>13} {'CPU ms':>7} {'steps/s':>8} {'rows/s':>11}"
-    print(header + f" {'vs tidy':>8}" + (f" {'vs base':>8}" if args.baseline else ""))
+    print(header + f" {'vs tidy':>8}" + (f" {'vs base':>8} {'CPU vs base':>11}" if args.baseline else ""))
     for gpus in args.gpus:
         results: dict[str, list[dict[str, float]]] = {w.label: [] for w in worlds}
         for seed in range(args.runs):
             for w in worlds:
                 results[w.label].append(w.run(gpus, args.steps, seed))
         ms = {label: statistics.median(r["wall"] for r in runs) * 1e3 for label, runs in results.items()}
+        cpu_ms = {label: statistics.median(r["cpu"] for r in runs) * 1e3 for label, runs in results.items()}
         for w in worlds:
             runs = results[w.label]
             walls = [r["wall"] * 1e3 for r in runs]
-            cpu = statistics.median(r["cpu"] for r in runs) * 1e3
+            cpu = cpu_ms[w.label]
             rows = statistics.median(r["rows"] / r["wall"] for r in runs)
             line = f"{gpus:>5}  {w.label:<16} {ms[w.label]:>8.1f} {f'({min(walls):.1f}–{max(walls):.1f})':>13}"
             line += f" {cpu:>7.1f} {1e3 / ms[w.label]:>8.1f} {rows:>11,.0f} {ms['tidy'] / ms[w.label]:>8.2f}"
             if args.baseline:
-                line += f" {ms[worlds[-1].label] / ms[w.label]:>8.2f}"
+                line += f" {ms[worlds[-1].label] / ms[w.label]:>8.2f} {cpu_ms[worlds[-1].label] / cpu:>11.2f}"
             print(line, flush=True)
 
 

@@ -119,6 +119,8 @@ class _Route:
     outages: list[tuple[float, float]] = field(default_factory=list)
     late: list[tuple[bytes, float, float]] = field(default_factory=list)
     skews: list[tuple[bytes, float, float]] = field(default_factory=list)
+    before: bool = False  # spares, a duplicate or restarts: work before the drops (set by Delivery._route)
+    after: bool = False  # saturation, steps, nulls, N/A or skew: work on a message kept
 
     @property
     def idle(self) -> bool:
@@ -174,6 +176,7 @@ class Delivery:
         self.held: list[tuple[float, Message]] = []  # late messages and the simulated time they arrive
         self.droppable: list[tuple[str, str, _Route]] = []  # (source, kind)s that unwanted() may leave uncut
         self.spare_ports = self._spare_ports()
+        self.spare_lanes: dict[tuple[str, int], tuple[float, float, float]] = {}  # _spare_lane's, by (port, lane)
         # the entries _route reads, by the source they name: a name, or a pattern (or none: every source)
         self.by_name: dict[str, list[tuple[int, Pathology]]] = {}
         self.by_pattern: list[tuple[int, Pathology]] = []
@@ -239,6 +242,8 @@ class Delivery:
         if r.keep is not None:
             r.keep |= {c.name for c in KINDS[kind].keys}
             r.keeps_all = r.keep >= _COLUMNS[kind]
+        r.before = bool(r.spares or r.duplicate or r.resets)
+        r.after = bool(r.saturate or r.steps or (r.keep is not None and not r.keeps_all) or r.na or r.skews)
         return r
 
     # --- one scrape ------------------------------------------------------------------------------------
@@ -267,80 +272,83 @@ class Delivery:
             self.held = [(due, m) for due, m in self.held if due > t + 1e-9]
         scrape = f"{self.seed}/{k}".encode()  # how every key hashed for this scrape starts (_tag)
         # _hashed(scrape + tag) for every tag: the scrape's part hashed once, each draw continues a copy
-        prefix, from_bytes = hashlib.blake2b(scrape, digest_size=8), int.from_bytes
+        copy, from_bytes = hashlib.blake2b(scrape, digest_size=8).copy, int.from_bytes
+        routes, deliver = self.routes, out.append
         for m in messages:
             key = (m.source, m.kind)
-            route = self.routes.get(key)
+            route = routes.get(key)
             if route is None:
                 route = self._route(m.source, m.kind)
-                self.routes[key] = route if not route.idle else _IDLE
+                routes[key] = route if not route.idle else _IDLE
                 if (route.cadence or route.outages) and route.duplicate is None and not route.resets:
                     self.droppable.append((m.source, m.kind, route))
             if route is _IDLE:
-                out.append(m)
+                deliver(m)
                 continue
-            if route.spares:
-                self._add_spares(m, route.spares, k)
-            if route.duplicate is not None:
-                name, lag = route.duplicate
-                out.append(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
-            if route.resets:
-                self._restart(m, route.resets, t)
+            if route.before:
+                if route.spares:
+                    self._add_spares(m, route.spares, k)
+                if route.duplicate is not None:
+                    name, lag = route.duplicate
+                    deliver(make(m.kind, name, m.ts + lag, m.seq, {c: list(v) for c, v in m.rows.items()}))
+                if route.resets:
+                    self._restart(m, route.resets, t)
             # the drops first: what follows only changes the message (same result, no work on a dropped one)
-            if route.cadence is not None:
-                c = route.cadence
+            c = route.cadence
+            if c is not None:
                 if k and math.floor(t / c + 1e-9) == math.floor(t_prev / c + 1e-9):
                     continue
                 restart = self.restarts.get(key)
                 m.seq = math.floor(t / c + 1e-9) - (math.floor(restart.t / c + 1e-9) if restart else 0)
             lost = False
             for tag, f in route.missing:
-                h = prefix.copy()
+                h = copy()
                 h.update(tag)
                 if (from_bytes(h.digest(), "little") + 0.5) / 2.0**64 < f:
                     lost = True  # _hashed, written out: two draws per message on the hot path
                     break
-            for a, b in route.outages:
-                if a <= t < b:
-                    lost = True
-                    break
-            if lost:
+            if lost or (route.outages and any(a <= t < b for a, b in route.outages)):
                 continue
-            for column, bits, mode in route.saturate:
-                values = m.rows.get(column)
-                if isinstance(values, list):
-                    top = 2**bits - 1
-                    m.rows[column] = [
-                        v if v is None else (min(v, top) if mode == "saturate" else v % (top + 1)) for v in values
-                    ]
-            for column, step in route.steps:
-                values = m.rows.get(column)
-                if isinstance(values, list):
-                    m.rows[column] = [v if v is None else v - v % step for v in values]
-            if route.keep is not None and not route.keeps_all:
-                rows = m.rows
-                names = tuple(rows)
-                if names != route.columns:  # the columns to null, worked out once per set of columns
-                    route.columns, route.nulls = names, [c for c in names if c not in route.keep]
-                n = len(next(iter(rows.values()), []))
-                for column in route.nulls:
-                    rows[column] = [None] * n
-            for tag, fraction in route.na:
-                self._not_available(m, _hashed(scrape + tag), fraction)
-            for tag, offset, jitter in route.skews:
-                z = _NORMAL.inv_cdf(_hashed(scrape + tag)) if jitter else 0.0
-                m.ts = m.ts + offset + jitter * z
+            if route.after:
+                self._shape(m, route, scrape)
             delay = 0.0
             for tag, f, d in route.late:
-                h = prefix.copy()
+                h = copy()
                 h.update(tag)
                 if (from_bytes(h.digest(), "little") + 0.5) / 2.0**64 < f:
                     delay = max(delay, d)
             if delay:
                 self.held.append((t + delay, m))
                 continue
-            out.append(m)
+            deliver(m)
         return out
+
+    def _shape(self, m: Message, route: _Route, scrape: bytes) -> None:
+        """What the route does to a message it delivers: saturation, steps, nulls, N/A cells, clock skew."""
+        for column, bits, mode in route.saturate:
+            values = m.rows.get(column)
+            if isinstance(values, list):
+                top = 2**bits - 1
+                m.rows[column] = [
+                    v if v is None else (min(v, top) if mode == "saturate" else v % (top + 1)) for v in values
+                ]
+        for column, step in route.steps:
+            values = m.rows.get(column)
+            if isinstance(values, list):
+                m.rows[column] = [v if v is None else v - v % step for v in values]
+        if route.keep is not None and not route.keeps_all:
+            rows = m.rows
+            names = tuple(rows)
+            if names != route.columns:  # the columns to null, worked out once per set of columns
+                route.columns, route.nulls = names, [c for c in names if c not in route.keep]
+            n = len(rows[names[0]]) if names else 0
+            for column in route.nulls:
+                rows[column] = [None] * n
+        for tag, fraction in route.na:
+            self._not_available(m, _hashed(scrape + tag), fraction)
+        for tag, offset, jitter in route.skews:
+            z = _NORMAL.inv_cdf(_hashed(scrape + tag)) if jitter else 0.0
+            m.ts = m.ts + offset + jitter * z
 
     def _restart(self, m: Message, resets: list[float], t: float) -> None:
         """Counters and seq of a restarted agent (see counter_reset in the module docstring)."""
@@ -379,6 +387,15 @@ class Delivery:
                     values[r] = None
                 m.rows[c] = values
 
+    def _spare_lane(self, port: str, lane: int) -> tuple[float, float, float]:
+        """A spare lane's tx power, rx power and bias before its reading noise (fixed: worked out once)."""
+        got = self.spare_lanes.get((port, lane))
+        if got is None:
+            u = [_uniform(self.seed, "spare", port, lane, j) for j in range(3)]
+            got = (0.2 + 1.6 * u[0], _SPARE_RX[0] + (_SPARE_RX[1] - _SPARE_RX[0]) * u[1], 36.0 + 10.0 * u[2])
+            self.spare_lanes[(port, lane)] = got
+        return got
+
     def _add_spares(self, m: Message, spares: list[str], k: int) -> None:
         """Rows of modules in cages with no fibre (see spare_port in the module docstring)."""
         rows = m.rows
@@ -394,14 +411,14 @@ class Delivery:
             add: dict[str, list[Any]] = {name: [] for name in rows}
             for port in spares:
                 for lane in range(LANES):
-                    u = [_uniform(self.seed, "spare", port, lane, j) for j in range(3)]
+                    tx, rx, bias = self._spare_lane(port, lane)
                     z = _NORMAL.inv_cdf(_uniform(self.seed, k, "spare", port, lane))
                     values = {
                         "port": port,
                         "lane": lane,
-                        "tx_power_dbm": round(0.2 + 1.6 * u[0] + 0.03 * z, 2),
-                        "rx_power_dbm": round(_SPARE_RX[0] + (_SPARE_RX[1] - _SPARE_RX[0]) * u[1] + 0.05 * z, 2),
-                        "bias_ma": round(36.0 + 10.0 * u[2] + 0.08 * z, 3),
+                        "tx_power_dbm": round(tx + 0.03 * z, 2),
+                        "rx_power_dbm": round(rx + 0.05 * z, 2),
+                        "bias_ma": round(bias + 0.08 * z, 3),
                         "module_temp_c": round(ambient, 2),
                         "voltage_v": 3.3,
                     }

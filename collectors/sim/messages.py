@@ -88,24 +88,25 @@ class MessageBuilder:
 
         gpu = r["gpu"]
         offbus = np.flatnonzero(r["offbus"])
-        gpu_cols: dict[str, list[Any]] = {
+        gpu_cols: dict[str, list[Any] | np.ndarray] = {
             "device": p.gpu_list,
-            "util_pct": gpu.util_pct.tolist(),
-            "mem_util_pct": gpu.mem_util_pct.tolist(),
-            "temp_c": gpu.temp_c.tolist(),
-            "mem_temp_c": gpu.mem_temp_c.tolist(),
-            "power_w": gpu.power_w.tolist(),
-            "power_limit_w": list(self.power_limit),
-            "sm_clock_mhz": gpu.sm_clock_mhz.tolist(),
-            "throttle_mask": gpu.throttle_mask.tolist(),
-            "xid": r["xid"].tolist(),
-            "ecc_dbe_total": r["ecc_dbe"].tolist(),
-            "pcie_replay_total": r["pcie_replay"].tolist(),
+            "util_pct": gpu.util_pct,
+            "mem_util_pct": gpu.mem_util_pct,
+            "temp_c": gpu.temp_c,
+            "mem_temp_c": gpu.mem_temp_c,
+            "power_w": gpu.power_w,
+            "power_limit_w": self.power_limit,
+            "sm_clock_mhz": gpu.sm_clock_mhz,
+            "throttle_mask": gpu.throttle_mask,
+            "xid": r["xid"],
+            "ecc_dbe_total": r["ecc_dbe"],
+            "pcie_replay_total": r["pcie_replay"],
         }
-        if offbus.size:
+        if offbus.size:  # a GPU off the bus reports nulls: lists (the cutter cuts arrays as they are)
             for name, values in gpu_cols.items():
                 if name not in ("device", "xid"):
-                    _with_nulls(values, offbus)
+                    listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+                    gpu_cols[name] = _with_nulls(listed, offbus)
         self.cut["gpu"](out, ts, seq, gpu_cols, skip.get("gpu", ()))
 
         switch_cols: dict[str, list[Any] | np.ndarray] = {
@@ -127,7 +128,8 @@ class MessageBuilder:
             "symbol_errors_total": sim.symbol_errors,
             "fec_corrected_total": sim.fec_corrected,
             "fec_uncorrectable_total": sim.fec_uncorrectable,
-            "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down),
+            # an array becomes a list for the wanted rows only (_Cutter); with a link down, a list with its nulls
+            "pre_fec_ber": _with_nulls(r["measured_ber"].tolist(), down) if down.size else r["measured_ber"],
             "link_down_total": sim.link_down,
             "rx_pause_total": sim.rx_pause,
             "tx_pause_total": sim.tx_pause,
@@ -173,16 +175,16 @@ class _Cutter:
     """Cuts columns into one message per slice of a kind; the slice bounds are worked out once.
 
     A column is a list, or an array that becomes one (``tolist``) for the rows of wanted slices only.
-    Each column is cut by ``map`` over prepared ``slice`` objects and each message's rows are zipped
-    from the pieces, so the Python work per message is a few calls whatever its columns.
+    A list is cut by ``map`` over prepared ``slice`` objects; an array's rows, taken as runs of
+    slices of one width, become the pieces in one ``reshape(...).tolist()`` per run (nodes of eight
+    ports, switches of many). Each message's rows are zipped from the pieces, so the Python work per
+    message is a few calls whatever its columns.
     """
 
     def __init__(self, kind: str, slices: list[Slice], scale: int = 1) -> None:
         self.kind = kind
-        self.all = _Plan(
-            [sl.source for sl in slices], [slice(sl.start * scale, sl.stop * scale) for sl in slices], None, []
-        )
-        self.all.packed = self.all.cuts
+        cuts = [slice(sl.start * scale, sl.stop * scale) for sl in slices]
+        self.all = _Plan([sl.source for sl in slices], cuts, None, _runs(cuts))
         self.plans: dict[frozenset[str], _Plan] = {}
 
     def plan(self, skip: Collection[str]) -> _Plan:
@@ -195,11 +197,12 @@ class _Cutter:
             chosen = [i for i, source in enumerate(self.all.sources) if source not in key]
             cuts = [self.all.cuts[i] for i in chosen]
             rows = np.concatenate([np.arange(c.start, c.stop) for c in cuts]) if cuts else np.zeros(0, np.int64)
-            plan = self.plans[key] = _Plan([self.all.sources[i] for i in chosen], cuts, rows, [])
+            packed = []
             at = 0
             for c in cuts:
-                plan.packed.append(slice(at, at + c.stop - c.start))
+                packed.append(slice(at, at + c.stop - c.start))
                 at += c.stop - c.start
+            plan = self.plans[key] = _Plan([self.all.sources[i] for i in chosen], cuts, rows, _runs(packed))
         return plan
 
     def __call__(
@@ -215,8 +218,7 @@ class _Cutter:
         pieces = []
         for values in cols.values():
             if isinstance(values, np.ndarray):
-                values = (values if plan.rows is None else values[plan.rows]).tolist()
-                pieces.append(list(map(values.__getitem__, plan.packed)))
+                pieces.append(_split(values if plan.rows is None else values[plan.rows], plan.runs))
             else:
                 pieces.append(list(map(values.__getitem__, plan.cuts)))
         kind, ts = self.kind, float(ts)
@@ -227,9 +229,33 @@ class _Cutter:
 @dataclass(slots=True)
 class _Plan:
     """Slices to cut: their sources, their rows in a kind's arrays (``cuts``) and, with ``rows`` the
-    indices of those rows, in the arrays' selection ``array[rows]`` (``packed``)."""
+    indices of those rows, in the arrays' selection ``array[rows]`` (as ``runs`` of slices of one width)."""
 
     sources: list[str]
     cuts: list[slice]
     rows: np.ndarray | None  # None: every row
-    packed: list[slice]
+    runs: list[tuple[int, int, int]]  # (first row in the selection, slices, width)
+
+
+def _runs(packed: list[slice]) -> list[tuple[int, int, int]]:
+    """Consecutive slices of one width, back to back, as (first row, number of slices, width)."""
+    runs: list[tuple[int, int, int]] = []
+    for sl in packed:
+        width = sl.stop - sl.start
+        if runs and runs[-1][2] == width and runs[-1][0] + runs[-1][1] * width == sl.start:
+            first, count, _ = runs[-1]
+            runs[-1] = (first, count + 1, width)
+        else:
+            runs.append((sl.start, 1, width))
+    return runs
+
+
+def _split(values: np.ndarray, runs: list[tuple[int, int, int]]) -> list[list[Any]]:
+    """A column's pieces, one list per slice: each run of equal slices is one ``reshape`` and ``tolist``."""
+    if len(runs) == 1:
+        first, count, width = runs[0]
+        return values[first : first + count * width].reshape(count, width).tolist()
+    pieces: list[list[Any]] = []
+    for first, count, width in runs:
+        pieces.extend(values[first : first + count * width].reshape(count, width).tolist())
+    return pieces

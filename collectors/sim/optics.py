@@ -76,6 +76,7 @@ def _q_at_limit() -> float:
 
 Q_AT_SENSITIVITY = _q_at_limit()  # ≈ 3.6
 _Q_NEGLIGIBLE = 9.0  # BER < 1e-19 beyond: nothing a counter could see
+_X_NEGLIGIBLE = math.log10(_Q_NEGLIGIBLE / Q_AT_SENSITIVITY) + 1e-6  # (rx - sensitivity)/10 dB above it: q is too
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +131,15 @@ def dom_reading_dbm(true_dbm: np.ndarray, noise_db: np.ndarray) -> np.ndarray:
 
 
 def waterfall_ber(rx_dbm: np.ndarray, sensitivity_dbm: np.ndarray) -> np.ndarray:
-    """Receiver BER from received power (see module docstring); 0 where it is far below any floor."""
-    q = Q_AT_SENSITIVITY * np.power(10.0, (rx_dbm - sensitivity_dbm) / 10.0)
+    """Receiver BER from received power (see module docstring); 0 where it is far below any floor.
+
+    A healthy plant has every lane far above its sensitivity: then the exponent alone says so (with a
+    margin a thousand times any rounding of the power) and the powers are not worked out.
+    """
+    x = (rx_dbm - sensitivity_dbm) / 10.0
+    if not (x < _X_NEGLIGIBLE).any():  # every q above _Q_NEGLIGIBLE: all 0, as below
+        return np.zeros(x.shape)
+    q = Q_AT_SENSITIVITY * np.power(10.0, x)
     out = np.zeros(q.shape)
     near = np.flatnonzero(q < _Q_NEGLIGIBLE)
     if near.size:

@@ -240,19 +240,26 @@ class Realism:
         sim.messages.set_part(swap.port, part)
 
     def job_load(self, t_prev: float, t: float, first: bool) -> JobLoad | None:
-        """How much of the job each GPU and port carries, or None when every GPU always runs it."""
+        """How much of the job each GPU and port carries, or None when every GPU runs all of it over the
+        interval and at the scrape (the simulator's readings are then the same as with shares of 1)."""
         if not self.steps:
             return None
         p = self.plant
         mean = np.ones(p.G)
         now = np.ones(p.G)
         dt = t - t_prev
+        stepped = False
         for gpus, stop, start in self.steps:
             end = math.inf if start is None else start
             off_now = stop <= t < end
             off_share = 1.0 * off_now if first else _overlap(t_prev, t, stop, end) / dt
+            if not (off_now or off_share):
+                continue
+            stepped = True
             mean[gpus] *= 1.0 - off_share
             now[gpus] *= 0.0 if off_now else 1.0
+        if not stepped:
+            return None
         g = self.port_job_gpu
         port_mean = np.where(g >= 0, mean[np.maximum(g, 0)], mean.mean())
         port_now = np.where(g >= 0, now[np.maximum(g, 0)], now.mean())

@@ -59,32 +59,52 @@ def poisson(lam: np.ndarray, gen: np.random.Generator) -> np.ndarray:
 
 
 _TAIL = 24  # fewer elements than this left: their last terms are summed one by one in Python
+_MAX_COUNT = 200  # the inversion stops here (far beyond any mean below _SMALL)
 
 
 def _invert_small(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Inversion of the CDF, summed term by term; each round works on the elements not yet done only,
-    and the last few elements finish in plain Python (the same float operations in the same order)."""
+    """Inversion of the CDF, summed term by term: the count is how many of the partial sums
+    cdf_0 .. cdf_199 lie below ``u`` (they only rise, so they are the ones before the first above it).
+
+    Every element gets the same float operations in the same order as a loop over it alone, so its
+    count depends on its own mean and uniform only. The sums run in place over the elements still
+    short of ``u``, which are gathered again only once half of them are done; the last few elements
+    finish in plain Python.
+    """
     k = np.zeros(lam.shape, dtype=np.int64)
     p = np.exp(-lam)
-    at = np.flatnonzero(u > p)  # the elements whose count is at least j
-    lam, u, p, cdf = lam[at], u[at], p[at], p[at]
+    at = np.flatnonzero(u > p)  # the elements whose count is at least 1
+    lam, u, p = lam[at], u[at], p[at]
+    cdf = p.copy()
+    count = np.ones(at.size, dtype=np.int64)  # partial sums below u so far (of at's elements)
+    more = np.ones(at.size, dtype=bool)
+    live = at.size
     j = 0
-    while at.size >= _TAIL and j < 200:
+    while live >= _TAIL and j < _MAX_COUNT - 1:
         j += 1
-        p = p * lam / j
-        k[at] += 1
-        cdf = cdf + p
-        more = u > cdf
-        if not more.all():
-            at, lam, u, p, cdf = at[more], lam[more], u[more], p[more], cdf[more]
+        np.multiply(p, lam, out=p)
+        np.divide(p, j, out=p)  # p * lam / j
+        np.add(cdf, p, out=cdf)
+        np.greater(u, cdf, out=more)
+        count += more
+        live = int(np.count_nonzero(more))
+        if live <= at.size // 2:  # gather the elements still counting
+            k[at] = count
+            at, lam, u, p, cdf, count = at[more], lam[more], u[more], p[more], cdf[more], count[more]
+            more = np.ones(at.size, dtype=bool)
+    if live < at.size:
+        k[at] = count
+        at, lam, u, p, cdf = at[more], lam[more], u[more], p[more], cdf[more]
     for i, lam_i, u_i, p_i, cdf_i in zip(at.tolist(), lam.tolist(), u.tolist(), p.tolist(), cdf.tolist(), strict=True):
         n = j
-        while n < 200:
+        while n < _MAX_COUNT - 1:
             n += 1
             p_i = p_i * lam_i / n
             cdf_i = cdf_i + p_i
             if not u_i > cdf_i:
                 break
+        else:
+            n += 1  # every partial sum below u: the cap
         k[i] = n
     return k
 

@@ -10,8 +10,8 @@ import pytest
 
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.job import TrainingJob
-from fabricwatch.collectors.sim.simulator import _Counter
-from fabricwatch.collectors.sim.streams import Streams, poisson
+from fabricwatch.collectors.sim.simulator import _Counter, _lane_mean, _lane_min
+from fabricwatch.collectors.sim.streams import Streams, _invert_small, poisson
 from fabricwatch.collectors.sim.thermal import SW_THERMAL, GpuThermal
 
 
@@ -40,6 +40,19 @@ def test_waterfall_reaches_the_fec_limit_at_the_lanes_sensitivity() -> None:
     assert ber[0] == pytest.approx(optics.FEC_LIMIT_BER, rel=1e-6)
     assert 1.0 < np.log10(ber[0] / ber[1]) < 2.5  # ~1.5 decades per dB near the threshold
     assert ber[2] < ber[1] and ber[3] == 0.0  # far above sensitivity only the floor remains
+
+
+def test_waterfall_skips_no_lane_within_reach_of_the_negligible_q() -> None:
+    """Lanes on either side of the q = 9 cut, alone (the shortcut's case) or among far ones: each the
+    BER of the formula, 0 where q is 9 or more."""
+    sens = -9.0
+    cut = sens + 10.0 * math.log10(optics._Q_NEGLIGIBLE / optics.Q_AT_SENSITIVITY)
+    for rx in (cut - 1e-9, cut, cut + 1e-9, cut + 1e-5, cut - 0.5, cut + 0.5):
+        for lanes in (np.array([rx]), np.array([0.0, rx, 0.0])):
+            got = optics.waterfall_ber(lanes, np.full(lanes.size, sens))
+            q = optics.Q_AT_SENSITIVITY * np.power(10.0, (lanes - sens) / 10.0)
+            want = [0.75 * math.erfc(x / math.sqrt(2.0)) if x < optics._Q_NEGLIGIBLE else 0.0 for x in q.tolist()]
+            assert got.tolist() == want
 
 
 def test_dom_floors_loss_of_light_at_minus_40_dbm() -> None:
@@ -75,6 +88,14 @@ def test_counters_carry_fractions_exactly() -> None:
     assert increments.tolist() == np.floor(amounts.sum(axis=0)).astype(int).tolist()
 
 
+def test_lane_mean_and_min_are_numpys_to_the_bit() -> None:
+    gen = np.random.default_rng(3)
+    for scale in (1e-12, 1e-7, 1.0, 1e6):
+        lanes = np.exp(gen.normal(0.0, 4.0, 4 * 5000)) * scale * gen.choice([1.0, -1.0], 4 * 5000)
+        assert np.array_equal(_lane_mean(lanes), lanes.reshape(-1, 4).mean(axis=1))
+        assert np.array_equal(_lane_min(lanes), lanes.reshape(-1, 4).min(axis=1))
+
+
 def test_poisson_draws_depend_only_on_each_elements_mean() -> None:
     streams = Streams(9)
     lam = np.array([0.0, 0.5, 3.0, 20.0, 40.0, 1e6])
@@ -84,6 +105,27 @@ def test_poisson_draws_depend_only_on_each_elements_mean() -> None:
     b = poisson(other, streams.at(4, "x"))
     assert a[0] == 0
     assert np.array_equal(np.delete(a, 2), np.delete(b, 2))
+
+
+def _inverted(lam: float, u: float) -> int:
+    """The Poisson CDF inverted for one element, term by term (what streams._invert_small vectorises)."""
+    p = cdf = math.exp(-lam)
+    n = 0
+    while u > cdf and n < 200:
+        n += 1
+        p = p * lam / n
+        cdf = cdf + p
+    return n
+
+
+def test_poisson_small_means_are_the_inversion_of_each_element() -> None:
+    gen = np.random.default_rng(5)
+    lam = np.concatenate([gen.uniform(0.0, 29.9, 3000), gen.exponential(0.01, 500), np.full(50, 12.5)])
+    u = gen.random(lam.size)
+    u[:40] = 1.0 - 1e-16 * gen.random(40)  # beyond the last partial sum: capped at 200
+    got = _invert_small(lam, u)
+    assert got.tolist() == [_inverted(a, b) for a, b in zip(lam.tolist(), u.tolist(), strict=True)]
+    assert got[:40].max() == 200
 
 
 @pytest.mark.parametrize("lam", [0.2, 3.0, 25.0, 1000.0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -28,6 +29,31 @@ def test_same_seed_same_bytes_and_different_seed_different_bytes() -> None:
     c = run(topo, faults_of(topo, spec), 12, seed=12)
     assert encoded(a) == encoded(b)
     assert encoded(a) != encoded(c)
+
+
+def test_a_step_leaves_its_messages_to_the_oldest_generation_and_the_collector_as_it_found_it() -> None:
+    sim = Simulator(standard(64), seed=1)
+    messages = sim.step()
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(2)}
+    assert all(
+        id(m.rows) in oldest and id(m.rows["port" if "port" in m.rows else "device"]) in oldest for m in messages
+    )
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        sim.step()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    kept = [[]]
+    gc.freeze()  # a caller's frozen objects stay frozen
+    try:
+        sim.step()
+        assert gc.isenabled() and gc.get_freeze_count()
+        assert all(id(kept) not in {id(o) for o in gc.get_objects(g)} for g in range(3))
+    finally:
+        gc.unfreeze()
+    assert id(kept) in {id(o) for o in gc.get_objects(2)}
 
 
 def test_every_message_validates_with_no_rejection() -> None:
