@@ -495,6 +495,30 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
     port's module reported; where it never did (or sent null), the defaults of its media type
     (``config.media_defaults``, by module column), else the config's 400G-DR4 defaults.
     ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
+    reported, media, kinds, spread = _reported_thresholds(window, index)
+    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
+    out = {}
+    for column, default_name in THRESHOLD_COLUMNS.items():
+        default: Any = getattr(config, default_name) if default_name else np.nan
+        if by_media:  # the defaults of the module's media type where the table has them
+            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
+            default = table[media]
+        per_port = reported[column]
+        per_port = np.where(np.isnan(per_port), default, per_port)
+        out[column] = per_port[spread]
+    return out
+
+
+def _reported_thresholds(
+    window: Window, index: pd.Index
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`module_thresholds` reads of the window's modules, whatever the config: per port of
+    ``index`` the thresholds its module last reported (NaN: none), its media code into ``kinds`` (-1:
+    no module row, picking the last kind, ""; all 0 without a media column), and each entity's port.
+    Cached per window and index: optical_thresholds and optical_trend ask for the same ports."""
+    hit = window.cache.get(("module_thresholds", id(index)))
+    if hit is not None and hit[0] is index:
+        return hit[1]
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
     else:
@@ -507,24 +531,20 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
         pos = pd.Index(latest["port"].astype(str), dtype=object).get_indexer(ports)
     else:
         latest, pos = pd.DataFrame(), np.full(len(ports), -1)
-    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
     kinds, media = np.array([""], dtype=object), np.zeros(len(ports), dtype=np.int64)
-    if by_media and "media" in latest.columns:
+    if "media" in latest.columns:
         codes, kinds = pd.factorize(latest["media"].astype(str))
         media = np.where(pos >= 0, codes[np.maximum(pos, 0)], -1) if len(codes) else media
         kinds = np.append(np.asarray(kinds, dtype=object), "")  # -1 (no module row) picks ""
-    out = {}
-    for column, default_name in THRESHOLD_COLUMNS.items():
-        default: Any = getattr(config, default_name) if default_name else np.nan
-        if by_media:  # the defaults of the module's media type where the table has them
-            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
-            default = table[media]
+    reported = {}
+    for column in THRESHOLD_COLUMNS:
         per_port = np.full(len(ports), np.nan)
         if column in latest.columns:
             values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             per_port[pos >= 0] = values[pos[pos >= 0]]
-        per_port = np.where(np.isnan(per_port), default, per_port)
-        out[column] = per_port[spread]
+        reported[column] = per_port
+    out = (reported, media, kinds, spread)
+    window.cache[("module_thresholds", id(index))] = (index, out)
     return out
 
 

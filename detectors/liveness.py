@@ -194,9 +194,8 @@ def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]
     distinct[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     c, t = c[distinct], t[distinct]
     same = c[1:] == c[:-1]
-    gaps = pd.Series(np.diff(t)[same]).groupby(c[1:][same]).median()
-    for i, gap in zip(gaps.index.tolist(), gaps.tolist(), strict=True):
-        out[names[int(i)]]["interval"] = float(gap)
+    for i, gap in _medians(c[1:][same], np.diff(t)[same]):
+        out[names[i]]["interval"] = gap
     if seqs is not None:
         seq = seqs[order]
         cs = codes[order]
@@ -206,6 +205,22 @@ def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]
         for i in np.flatnonzero(lost):
             out[names[i]]["lost"] = int(lost[i])
     return out
+
+
+def _medians(codes: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+    """Each code's median of ``values`` (NaN skipped; NaN for a code with none), as pandas' groupby
+    median gives it, by one sort of (code, value) pairs and the middle of each code's run."""
+    codes = codes + 1  # factorize's -1 (a null) is a group too, as in a groupby on the codes
+    present = np.unique(codes)
+    ok = ~np.isnan(values)
+    c, v = codes[ok], values[ok]
+    v = np.append(v[np.lexsort((v, c))], np.nan)  # the NaN keeps an empty last run's index in range
+    counts = np.bincount(c, minlength=int(present[-1]) + 1 if len(present) else 0)
+    starts = np.cumsum(counts) - counts
+    k, s = counts[present], starts[present]
+    lo, hi = s + np.maximum((k - 1) // 2, 0), s + np.maximum(k // 2, 0)
+    med = np.where(k > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return list(zip((present - 1).tolist(), med.tolist(), strict=True))
 
 
 def _lost(rows: pd.DataFrame) -> int:
