@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabricwatch.records import Finding, Window
 
@@ -62,16 +64,15 @@ class Keyed:
             self.n = 0
             self._bounds()
             return
-        first, uniques = pd.factorize(frame[keys[0]].astype(str), sort=True)
-        # object dtype, not pandas' Arrow-backed strings: detectors look keys up one at a time
-        names = pd.Index(np.asarray(uniques, dtype=object), dtype=object)
+        first, uniques = factorize(frame[keys[0]])
+        names = pd.Index(uniques, dtype=object)
         if len(keys) == 1:
-            codes = first.astype(np.int64)
+            codes = first
             self.index = names.rename(keys[0])
             self._names = names.tolist()
         else:
             lane = pd.to_numeric(frame[keys[1]], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
-            combined = first.astype(np.int64) * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
+            combined = first * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
             combined[first < 0] = -1
             # dense re-coding (combined < ports x 64): sorted, and cheaper than hashing again
             present = np.zeros(len(uniques) * _LANE_SPAN, dtype=bool)
@@ -280,8 +281,7 @@ class Keyed:
             if self._parent is not None:
                 self._src = self._parent.sources().take(self._take)
             elif "source" in self.frame.columns and self.n:
-                codes, _ = pd.factorize(self.frame["source"].astype(str), sort=True)
-                self._src = codes.astype(np.int64).take(self.rows)
+                self._src = factorize(self.frame["source"])[0].take(self.rows)
             else:
                 self._src = np.zeros(len(self.codes), dtype=np.int64)
         return self._src
@@ -370,6 +370,24 @@ class Keyed:
         up = st.step > 0
         first_up = _first_per_code(st.codes[up], st.ts[up], self.n)
         return Increase(np.where((samples >= 2) & (unknown == 0), inc, np.nan), span, resets, first_up, unknown)
+
+
+def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(column.astype(str), sort=True)``: int64 codes (-1: null) and the sorted keys as an
+    object array (looked up one at a time, pandas' Arrow-backed strings are slow). Arrow strings are
+    hashed once per run of equal consecutive keys: a scrape's rows of one source, or of one port's
+    lanes, come together, and comparing neighbours costs a fraction of hashing every row."""
+    values = column.astype(str)
+    if getattr(values.dtype, "storage", None) == "pyarrow" and len(values) > 1:
+        arrow = pa.array(values)
+        same = pc.equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1)).fill_null(False)
+        heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
+        if len(heads) <= len(values) // 2:
+            codes, uniques = pd.factorize(values.iloc[heads], sort=True)
+            runs = np.diff(np.r_[heads, len(values)])
+            return np.repeat(codes.astype(np.int64), runs), np.asarray(uniques, dtype=object)
+    codes, uniques = pd.factorize(values, sort=True)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 class Steps:

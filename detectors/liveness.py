@@ -31,6 +31,7 @@ import pandas as pd
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.correlate import Diagnosis
+from fabricwatch.detectors.frames import factorize
 from fabricwatch.records import Finding, Window
 
 SYMPTOMS = frozenset({"collector_silent", "seq_gap"})
@@ -171,18 +172,17 @@ class Liveness(Detector):
 def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:
     """Per source of one kind's frame (sorted by ts): newest ts, median gap between distinct ts, lost
     messages (rises of seq by more than one, in ts order). Vectorised: one pass per kind per tick."""
-    source = frame["source"]  # kept a Series: factorising its string dtype beats an object array
+    codes, uniques = factorize(frame["source"])  # a scrape's rows come together: one hash a run
     ts = frame["ts"].to_numpy(dtype=float)
     seqs = frame["seq"].to_numpy(dtype=float) if "seq" in frame else None
     if "lane" in frame and len(frame):  # optical: a row per lane, four to a port; lane 0 says as much
         lane = frame["lane"].to_numpy()
         keep = lane == lane.min()
-        source, ts = source[keep], ts[keep]  # a boolean mask on the Series: no frame copy
+        codes, ts = codes[keep], ts[keep]
         seqs = seqs[keep] if seqs is not None else None
-    codes, uniques = pd.factorize(source)
-    names = [str(x) for x in uniques.tolist()]
+    names = uniques.tolist()
     n = len(names)
-    if n == 0:
+    if n == 0 or not len(codes):
         return {}
     order = np.argsort(codes, kind="stable")  # by source; the frame's ts order kept within a source
     c, t = codes[order], ts[order]
