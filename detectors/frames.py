@@ -54,6 +54,7 @@ class Keyed:
         self._src: np.ndarray | None = None  # each row's source as an integer code (grouped order)
         self._names: list[str] | None = None
         self._grid: np.ndarray | None = None  # each row's cell in the (entities x samples) median grid
+        self._pair_cache: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
             self.rows = np.zeros(0, dtype=np.int64)
             self.codes = np.zeros(0, dtype=np.int64)
@@ -112,7 +113,7 @@ class Keyed:
         view._values, view._aggs, view._steps = {}, {}, {}
         view._src = None
         view._names = self._names
-        view._grid = None
+        view._grid = view._pair_cache = None
         view.rows, view.codes, view.ts = self.rows[take], self.codes[take], self.ts[take]
         view._bounds()
         return view
@@ -332,22 +333,28 @@ class Keyed:
         if hit is None:
             v = self.values(column)
             valid = self._one_source(~np.isnan(v))
-            c, t, x = (self.codes, self.ts, v) if valid.all() else (self.codes[valid], self.ts[valid], v[valid])
+            every = bool(valid.all())
+            c, t, x = (self.codes, self.ts, v) if every else (self.codes[valid], self.ts[valid], v[valid])
             if len(x) < 2:
                 empty = np.zeros(0)
                 no = np.zeros(0, dtype=bool)
                 hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, no, c, no)
             else:
-                before = np.flatnonzero(c[1:] == c[:-1])  # each pair of consecutive samples of an entity
-                after = before + 1
-                later = x.take(after)
+                before, codes, ts, dt = self._pairs() if every else _pairs(c, t)
+                later = x.take(before + 1)
                 d = later - x.take(before)
                 fell = d < 0
                 bad = fell | np.isin(later, SATURATED)
-                t_after = t.take(after)
-                hit = Steps(c.take(after), t_after, np.where(bad, np.nan, d), t_after - t.take(before), fell, c, bad)
+                hit = Steps(codes, ts, np.where(bad, np.nan, d), dt, fell, c, bad)
             self._steps[column] = hit
         return hit
+
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`_pairs` of all these rows, shared by every counter without a null or a second source
+        (the usual case: the pairs of consecutive samples are then the same for each)."""
+        if self._pair_cache is None:
+            self._pair_cache = _pairs(self.codes, self.ts)
+        return self._pair_cache
 
     def first_rate_at_least(self, column: str, per_s: float) -> np.ndarray:
         """Per entity, the ts of the first sample at which counter ``column`` had risen at
@@ -402,6 +409,14 @@ class Steps:
                  sampled: np.ndarray, unknown: np.ndarray | None = None) -> None:  # fmt: skip
         self.codes, self.ts, self.step, self.dt, self.reset, self.sampled = codes, ts, step, dt, reset, sampled
         self.unknown = reset if unknown is None else unknown
+
+
+def _pairs(codes: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each pair of consecutive samples of an entity (``codes`` sorted, ``ts`` in order within one):
+    the earlier sample's position, and the pair's entity, later ts and seconds between them."""
+    before = np.flatnonzero(codes[1:] == codes[:-1])
+    later = ts.take(before + 1)
+    return before, codes.take(before + 1), later, later - ts.take(before)
 
 
 def first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
