@@ -384,16 +384,19 @@ def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     object array (looked up one at a time, pandas' Arrow-backed strings are slow). Arrow strings are
     hashed once per run of equal consecutive keys: a scrape's rows of one source, or of one port's
     lanes, come together, and comparing neighbours costs a fraction of hashing every row."""
-    values = column.astype(str)
-    if getattr(values.dtype, "storage", None) == "pyarrow" and len(values) > 1:
-        arrow = pa.array(values)
+    if getattr(column.dtype, "storage", None) == "pyarrow" and len(column) > 1:
+        arrow = pa.array(column)
         same = pc.equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1)).fill_null(False)
         heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
-        if len(heads) <= len(values) // 2:
-            codes, uniques = pd.factorize(values.iloc[heads], sort=True)
-            runs = np.diff(np.r_[heads, len(values)])
-            return np.repeat(codes.astype(np.int64), runs), np.asarray(uniques, dtype=object)
-    codes, uniques = pd.factorize(values, sort=True)
+        if len(heads) <= len(column) // 2:
+            encoded = pc.dictionary_encode(arrow.take(pa.array(heads)))
+            keys = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+            order = np.argsort(keys, kind="stable")  # str order, as pandas sorts them
+            rank = np.empty(len(order) + 1, dtype=np.int64)
+            rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
+            codes = rank[pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)]
+            return np.repeat(codes, np.diff(np.r_[heads, len(column)])), keys[order]
+    codes, uniques = pd.factorize(column.astype(str), sort=True)
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
