@@ -389,7 +389,10 @@ def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         same = pc.equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1)).fill_null(False)
         heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
         if len(heads) <= len(column) // 2:
-            encoded = pc.dictionary_encode(arrow.take(pa.array(heads)))
+            heads_only = arrow.take(pa.array(heads))
+            if isinstance(heads_only, pa.ChunkedArray):  # a frame from Arrow tables: one dictionary, not one a chunk
+                heads_only = heads_only.combine_chunks()
+            encoded = pc.dictionary_encode(heads_only)
             keys = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
             order = np.argsort(keys, kind="stable")  # str order, as pandas sorts them
             rank = np.empty(len(order) + 1, dtype=np.int64)
