@@ -74,6 +74,9 @@ class Liveness(Detector):
         out: list[Finding] = []
         self._ticks += 1
         refresh = self._ticks % ENTITY_REFRESH_TICKS == 1
+        # a hand-off older than the window: none of the source's rows read here is left in it, so any
+        # row of it from now on is new (handed back); the entry goes, and the map stays bounded
+        self.handed_off = {s: t for s, t in self.handed_off.items() if t >= window.start}
         seen: dict[str, dict[str, Any]] = {}
         for kind, frame in sorted(window.frames.items()):
             if frame.empty or "source" not in frame:

@@ -30,14 +30,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from fabricwatch.incident import Incident
-from fabricwatch.schema import TELEMETRY_TOPICS, TOPIC_INCIDENTS
-from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
+from fabricwatch.schema import TELEMETRY_TOPICS
+from fabricwatch.stream.bus import Bus, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import finding_record, tick_records
+from fabricwatch.stream.incidents import incident_record
 from fabricwatch.stream.pacing import Pacer, drain
 from fabricwatch.stream.processor import Decoded, Processor
 
@@ -69,12 +69,6 @@ def _stage_counter(registry: CollectorRegistry) -> Counter:
     for stage in LOOP_STAGES:
         counter.labels(stage)
     return counter
-
-
-def incident_record(incident: Incident) -> Outgoing:
-    """A changed incident for ``fabricwatch.incidents``: the DESIGN §5 JSON, keyed by its location."""
-    value = orjson.dumps(incident.to_dict(), option=orjson.OPT_SORT_KEYS)
-    return Outgoing(TOPIC_INCIDENTS, incident.location["id"], value, incident.detected_at)
 
 
 class ProcessingLoop:

@@ -200,9 +200,13 @@ class SourceClocks:
     def watermark(self) -> float | None:
         """The least promise (latest + interval) of the live sources; None before any data.
 
-        Cached: a message moves the watermark only when it comes from the source holding it back, and
-        the set of live sources changes only as the reference moves, so it is recounted then and
-        every few dozen messages, not on every message of a large fleet."""
+        Cached: a message moves the watermark only when it comes from the source holding it back, or
+        when the reference moves that source past the lateness bound, so it is recounted then (and every
+        few dozen messages), not on every message of a large fleet."""
+        if not self._wm_stale and self._wm_holder is not None:
+            ref = self.reference()
+            # the holder fell past the lateness bound: it is overdue and no longer waited for
+            self._wm_stale = ref is not None and self._wm is not None and self._wm < ref - self.lateness_s
         if self._wm_stale:
             self._wm, self._wm_holder = self._count_watermark()
             self._wm_stale = False

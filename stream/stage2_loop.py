@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
-import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from fabricwatch.incident import Incident
@@ -42,6 +41,7 @@ from fabricwatch.schema import TOPIC_FINDINGS, TOPIC_INCIDENTS
 from fabricwatch.stream.bus import Bus, Outgoing, Record, TopicPartition
 from fabricwatch.stream.deadletter import from_stored
 from fabricwatch.stream.findings import FindingError, Found, TickMark, decode
+from fabricwatch.stream.incidents import incident_record
 from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
 from fabricwatch.stream.pacing import Pacer, drain
 from fabricwatch.stream.stage2 import Joiner
@@ -76,12 +76,6 @@ class Stage2Stats:
     last_poll: float = 0.0
     assigned: int = 0
     joined: bool = False
-
-
-def incident_outgoing(incident: Incident) -> Outgoing:
-    """The DESIGN §5 JSON, keyed by its location (as a processor running both stages sends it)."""
-    value = orjson.dumps(incident.to_dict(), option=orjson.OPT_SORT_KEYS)
-    return Outgoing(TOPIC_INCIDENTS, incident.location["id"], value, incident.detected_at)
 
 
 class CorrelateLoop:
@@ -234,7 +228,7 @@ class CorrelateLoop:
             self.metrics.findings.inc(0 if isinstance(item, TickMark) else 1)
         changed = self.joiner.close_due()  # every change, in order: an incident may be in it more than once
         state = json.dumps(self.joiner.snapshot(), sort_keys=True, separators=(",", ":"))
-        outgoing = [incident_outgoing(i) for i in changed]
+        outgoing = [incident_record(i) for i in changed]
         saved_at = self.joiner.watermark or 0.0
         self.store.write_batch(
             offsets=offsets,

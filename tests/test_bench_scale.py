@@ -119,3 +119,19 @@ def test_stage1_bench_counts_every_stage_after_the_window_fills(capsys) -> None:
     for label in ("decode", "source clocks", "validate", "DuckDB", "window cut", "detectors", "the rest"):
         assert f"  {label} " in out
     assert "GPUs per stage-1 core at 1 s:" in out and "of the 10,240 target" in out
+
+
+def test_step_latency_scenario_has_one_step_fault_per_node_and_every_clock_off_the_grid(tmp_path) -> None:
+    from bench import step_latency
+    from fabricwatch.app import library
+
+    spec = tmp_path / "steps.yaml"
+    spec.write_text(step_latency.scenario_yaml(64, seed=3, duration=300.0))
+    sc = library.load_scenario(spec)
+    faults = sc.plan.faults
+    assert len(faults) == 8 and {f.cause for f in faults} == {"link_down", "transceiver_fault"}
+    assert len({f.target for f in faults}) == 8 and all(100.0 <= f.start <= 240.0 for f in faults)
+    skews = [p for p in sc.plan.pathologies if p.kind == "clock_skew"]
+    topo = generate(64, 8, 8)
+    assert {p.options["source"] for p in skews} == {n.name for n in topo.nodes} | {s.name for s in topo.switches}
+    assert len({round(p.options["offset_s"] % 5, 1) for p in skews}) > 4  # many phases of the 5 s scrape

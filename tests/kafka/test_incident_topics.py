@@ -57,7 +57,7 @@ def test_an_xid_reaches_the_incidents_and_findings_topics(kafka, tmp_path) -> No
                              "resolved_at", "evidence", "symptoms", "runbook", "status"}  # fmt: skip
     assert (incident["cause"], incident["location"]) == ("gpu_xid", {"entity": "gpu", "id": "node003/gpu1"})
     assert any(f["symptom"] == "gpu_xid" and f["id"] == "node003/gpu1" for f in findings)
-    # findings travel in their fault domain's partition (the GPU's node); incidents are keyed by location
+    # findings travel in their fault domain's partition (the GPU's node); incidents are keyed by their id
     assert {r.key for r in got if r.topic == TOPIC_FINDINGS} == {"node003"}
-    assert {r.key for r in got if r.topic == TOPIC_INCIDENTS} == {"node003/gpu1"}
+    assert {r.key for r in got if r.topic == TOPIC_INCIDENTS} == {incident["id"]}
     producer.close()

@@ -237,7 +237,7 @@ def test_duplicate_source_reports_the_same_ports_twice() -> None:
         got = by_key(s)
         for kind in ("port", "optical"):
             first, second = got[("leaf1-0", kind)], got[("leaf1-0-gnmi", kind)]
-            assert second.rows == first.rows and second.ts == pytest.approx(first.ts + 0.7)
+            assert second.rows == first.rows and second.ts == pytest.approx(first.ts + 0.7, abs=1e-6)
 
 
 def test_spare_ports_add_unlit_rows_not_in_the_topology() -> None:

@@ -62,7 +62,7 @@ def test_finish_publishes_the_incidents_of_the_last_ticks(store) -> None:
     assert bus.records(TOPIC_INCIDENTS) == []  # the tick covering t = 12 is not due yet
     (incident,) = loop.finish()
     (published,) = bus.records(TOPIC_INCIDENTS)
-    assert published.key == "node000/gpu0" and orjson.loads(published.value)["id"] == incident.id == "inc-0001"
+    assert published.key == incident.id and orjson.loads(published.value)["id"] == incident.id == "inc-0001"
     assert loop.stats.incidents == 1
 
 

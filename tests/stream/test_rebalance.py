@@ -50,6 +50,12 @@ def test_a_source_whose_partition_was_revoked_is_not_silent_here() -> None:
     assert p.watermark is not None and p.watermark >= T0 + 190
 
 
+def test_a_hand_off_is_forgotten_once_out_of_the_window() -> None:
+    p, _ = run(revoke_at=40)
+    (liveness,) = [d for d in p.engine.detectors if d.name == "liveness"]
+    assert liveness.handed_off == {}  # node001's newest row (t = 35) left the 60 s window long ago
+
+
 def test_a_source_that_stops_on_a_partition_still_held_is_silent() -> None:
     _, silent = run(revoke_at=None)  # the check above can fail: the same silence, no rebalance
     assert "node001" in silent

@@ -41,10 +41,26 @@ def test_a_silent_source_holds_the_watermark_back_for_the_lateness_bound_only() 
         scrape(clocks, t, fleet)
     for t in range(60, 80, 5):
         scrape(clocks, t, fleet, skip=("n2",))
-    assert clocks.watermark() == pytest.approx(T0 + 60)  # n2's next scrape (60) has not come: wait
+    assert clocks.watermark() == pytest.approx(T0 + 60, abs=0.01)  # n2's next scrape (60) has not come: wait
     for t in range(80, 130, 5):
         scrape(clocks, t, fleet, skip=("n2",))
-    assert clocks.watermark() == pytest.approx(T0 + 130)  # n2 is past the bound: no longer waited for
+    assert clocks.watermark() == pytest.approx(T0 + 130, abs=0.01)  # n2 is past the bound: no longer waited for
+
+
+def test_a_silent_holder_is_dropped_at_the_first_message_past_the_bound_in_a_small_fleet() -> None:
+    """Three sources, one silent: the watermark is recounted as soon as the reference moves the holder
+    past the bound, not only every 16 messages (8 scrapes of the two left, 30 s late here)."""
+    clocks = SourceClocks(lateness_s=30.0)
+    fleet = {"n0": 0.0, "n1": 0.0, "n2": 0.0}
+    for t in range(0, 60, 5):
+        scrape(clocks, t, fleet)
+    marks = {}
+    for t in range(60, 200, 5):
+        scrape(clocks, t, fleet, skip=("n2",))
+        marks[t] = clocks.watermark()
+    # n2 promised 60; the reference, the middle of (t, t, 55), passes 60 + 30 once t > 90
+    assert {t for t, w in marks.items() if w == pytest.approx(T0 + 60, abs=0.01)} == set(range(60, 95, 5))
+    assert all(marks[t] == pytest.approx(T0 + t + 5, abs=0.01) for t in range(95, 200, 5))
 
 
 def gpu(source: str, t: float, seq: int, temp: float = 60.0) -> schema.Message:
