@@ -185,6 +185,7 @@ class CoolingLoop(Detector):
         last, first_row, last_row = now.last_ts(), full.first_ts(), full.last_ts()
         steps = _first_reached(full.per_row(loops), full.values("temp_c"), full.ts)
         end = float(window.end)
+        gpus = full.names
         out = []
         for loop, m in _by_loop(loops):
             out.append(
@@ -198,7 +199,7 @@ class CoolingLoop(Detector):
                     severity="warning",  # never an incident: stage 2 judges it (LoopJudge)
                     attrs={
                         "end": end,  # the tick: the judge learns its baselines at this time
-                        "gpus": [str(g) for g in full.index[m]],
+                        "gpus": [gpus[i] for i in m],
                         "temp_c": _floats(temp[m]),  # recent median
                         "before_c": _floats(early[m]),  # median before the recent span
                         "util_pct": _floats(util[m]),  # recent median
@@ -213,7 +214,7 @@ class CoolingLoop(Detector):
 def _merge(findings: list[Finding]) -> tuple[float, dict[str, _Loop]]:
     """One tick's samples → its time and each loop. A GPU in two samples (its partition moving between
     two processors) counts once, from the first: stage 2's joiner hands findings over sorted."""
-    rows: dict[str, list[tuple[float, float, float]]] = {}
+    rows: dict[str, list[np.ndarray]] = {}
     last: dict[str, list[float]] = {}
     steps: dict[str, list[tuple[float, float]]] = {}
     seen: set[str] = set()
@@ -223,16 +224,21 @@ def _merge(findings: list[Finding]) -> tuple[float, dict[str, _Loop]]:
             continue
         a, loop = f.attrs, f.id
         end = max(end, float(a["end"]))
-        mine = rows.setdefault(loop, [])
-        for g, t, b, u in zip(a["gpus"], a["temp_c"], a["before_c"], a["util_pct"], strict=True):
-            if g not in seen:
-                seen.add(g)
-                mine.append((_num(t), _num(b), _num(u)))
+        gpus = a["gpus"]
+        values = np.array([a["temp_c"], a["before_c"], a["util_pct"]], dtype=np.float64).reshape(3, -1)  # None: NaN
+        if len(values[0]) != len(gpus):
+            raise ValueError(f"cooling_loop_sample {loop}: {len(gpus)} GPUs, {len(values[0])} values")
+        if seen.isdisjoint(gpus) and len(set(gpus)) == len(gpus):  # as a rule: no GPU in two samples
+            seen.update(gpus)
+        else:
+            first = [i for i, g in enumerate(gpus) if g not in seen and not seen.add(g)]
+            values = values[:, first]
+        rows.setdefault(loop, []).append(values.T)
         last.setdefault(loop, []).extend(x for x in (_num(a["last_ts"]),) if math.isfinite(x))
         steps.setdefault(loop, []).extend((float(t), float(ts)) for t, ts in a["steps"])
     loops = {}
-    for loop, values in rows.items():
-        v = np.array(values, dtype=np.float64).reshape(-1, 3)
+    for loop, parts in rows.items():
+        v = np.concatenate(parts)
         loops[loop] = _Loop(v[:, 0], v[:, 1], v[:, 2], max(last[loop], default=math.nan), steps[loop])
     return end, loops
 
@@ -247,12 +253,21 @@ def _first_reached(row_loop: np.ndarray, temp: np.ndarray, ts: np.ndarray) -> di
         ok = np.isfinite(temp) & np.isfinite(ts) & (row_loop != "")
     if not ok.any():
         return {}
-    peak = pd.Series(temp[ok]).groupby([row_loop[ok], ts[ok]], sort=True).max()  # the hottest GPU at each ts
-    prior = peak.groupby(level=0).cummax().groupby(level=0).shift()
-    rose = peak[prior.isna().to_numpy() | (peak.to_numpy() > prior.to_numpy())]
+    loop, names = pd.factorize(row_loop[ok], sort=True)
+    t, v = ts[ok], temp[ok]
+    order = np.lexsort((t, loop))
+    loop, t, v = loop[order], t[order], v[order]
+    new = np.r_[True, (loop[1:] != loop[:-1]) | (t[1:] != t[:-1])]  # each (loop, ts) group's first row
+    at = np.flatnonzero(new)
+    loop, t, peak = loop[at], t[at], np.maximum.reduceat(v, at)  # the hottest GPU at each ts
+    # the hottest before, per loop: a running maximum of exact integer ranks, each loop's above the last's
+    rank = np.unique(peak, return_inverse=True)[1].reshape(-1).astype(np.int64) + loop * (len(peak) + 1)
+    prior = np.r_[-1, np.maximum.accumulate(rank)[:-1]]
+    first = np.r_[True, loop[1:] != loop[:-1]]
+    rose = np.flatnonzero(first | (rank > prior))
     out: dict[str, list[list[float]]] = {}
-    for (loop, t), v in rose.items():
-        out.setdefault(str(loop), []).append([float(v), float(t)])
+    for i in rose:
+        out.setdefault(str(names[loop[i]]), []).append([float(peak[i]), float(t[i])])
     return out
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabricwatch.records import Finding, Window
 
@@ -34,7 +36,12 @@ class Keyed:
 
     Built once per window on the whole window; :meth:`since` gives the recent rows as a view that
     shares the same entity index (an entity without recent rows aggregates to NaN), so detectors can
-    compare "now" with the whole window position by position, without joins.
+    compare "now" with the whole window position by position, without joins. A row whose key is null
+    (the schema never lets one through) belongs to no entity.
+
+    The keys are factorised once (Arrow-backed strings hash slowly, and iterate one by one more slowly
+    still): after that everything is numpy over ``codes``, which are sorted, so an entity's rows are the
+    slice ``_starts[e]:_ends[e]`` and per-entity aggregates need no groupby.
     """
 
     def __init__(self, frame: pd.DataFrame, keys: tuple[str, ...]) -> None:
@@ -43,9 +50,11 @@ class Keyed:
         self._aggs: dict[tuple[str, str], np.ndarray] = {}
         self._steps: dict[str, Steps] = {}
         self._parent: Keyed | None = None  # set on a view made by since()
-        self._keep: np.ndarray | None = None  # the parent's rows this view keeps
+        self._take: np.ndarray | None = None  # the parent's rows (positions) this view keeps
         self._src: np.ndarray | None = None  # each row's source as an integer code (grouped order)
         self._names: list[str] | None = None
+        self._grid: np.ndarray | None = None  # each row's cell in the (entities x samples) median grid
+        self._pair_cache: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if len(frame) == 0 or any(k not in frame.columns for k in (*keys, "ts")):
             self.rows = np.zeros(0, dtype=np.int64)
             self.codes = np.zeros(0, dtype=np.int64)
@@ -56,49 +65,56 @@ class Keyed:
             self.n = 0
             self._bounds()
             return
-        first, uniques = pd.factorize(frame[keys[0]].astype(str), sort=True)
+        first, uniques = factorize(frame[keys[0]])
+        names = pd.Index(uniques, dtype=object)
         if len(keys) == 1:
-            codes = first.astype(np.int64)
-            self.index = pd.Index(np.asarray(uniques, dtype=object), name=keys[0])
+            codes = first
+            self.index = names.rename(keys[0])
+            self._names = names.tolist()
         else:
             lane = pd.to_numeric(frame[keys[1]], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
-            combined = first.astype(np.int64) * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
+            combined = first * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
+            combined[first < 0] = -1
             # dense re-coding (combined < ports x 64): sorted, and cheaper than hashing again
             present = np.zeros(len(uniques) * _LANE_SPAN, dtype=bool)
-            present[combined] = True
+            present[combined[first >= 0]] = True
             uniq = np.flatnonzero(present)
-            codes = (np.cumsum(present) - 1)[combined]
+            codes = np.where(first >= 0, (np.cumsum(present) - 1)[combined], -1)
             lanes = np.unique(uniq % _LANE_SPAN)
             self.index = pd.MultiIndex(
-                levels=[pd.Index(np.asarray(uniques, dtype=object)), pd.Index(lanes)],
+                levels=[names, pd.Index(lanes)],
                 codes=[uniq // _LANE_SPAN, np.searchsorted(lanes, uniq % _LANE_SPAN)],
                 names=list(keys),
                 verify_integrity=False,
             )
+        self.n = len(self.index)
         ts = epoch_seconds(frame["ts"])
         if len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])):  # frames come sorted by ts: a stable sort keeps it
-            self.rows = np.argsort(codes, kind="stable")
+            # a stable sort of 16-bit codes is a radix sort, ~10x faster than a merge sort of 64-bit ones
+            rows = np.argsort(codes.astype(np.uint16) if self.n <= 1 << 16 else codes, kind="stable")
         else:
-            self.rows = np.lexsort((ts, codes))
+            rows = np.lexsort((ts, codes))
+        self.rows = rows if first.min() >= 0 else rows[codes[rows] >= 0]  # a null key (never valid): no entity's
         self.codes = codes[self.rows]
         self.ts = ts[self.rows]
-        self.n = len(self.index)
         self._bounds()
 
     def _bounds(self) -> None:
-        self._starts = np.searchsorted(self.codes, np.arange(self.n), side="left")
-        self._ends = np.searchsorted(self.codes, np.arange(self.n), side="right")
+        counts = np.bincount(self.codes, minlength=self.n)
+        self._ends = np.cumsum(counts)
+        self._starts = self._ends - counts
 
     def since(self, t: float) -> Keyed:
         """The rows with ts ≥ ``t``, over the same entities."""
         view = object.__new__(Keyed)
-        keep = self.ts >= t
+        take = np.flatnonzero(self.ts >= t)
         view.frame, view.index, view.n = self.frame, self.index, self.n
-        view._parent, view._keep = self, keep
+        view._parent, view._take = self, take
         view._values, view._aggs, view._steps = {}, {}, {}
         view._src = None
-        view._names = None
-        view.rows, view.codes, view.ts = self.rows[keep], self.codes[keep], self.ts[keep]
+        view._names = self._names
+        view._grid = view._pair_cache = None
+        view.rows, view.codes, view.ts = self.rows[take], self.codes[take], self.ts[take]
         view._bounds()
         return view
 
@@ -107,12 +123,9 @@ class Keyed:
 
     @property
     def names(self) -> list[str]:
-        """The entity keys as strings, by position: indexing the pandas index one position at a
-        time costs ~25 µs with pandas' Arrow-backed strings, a list ~30 ns (8,192 ports a tick)."""
-        if self._parent is not None:
-            return self._parent.names
+        """The entity keys as strings, by position (a list: ~30 ns a look-up, 8,192 ports a tick)."""
         if self._names is None:
-            self._names = [str(k) for k in self.index]
+            self._names = self._parent.names if self._parent is not None else [str(k) for k in self.index]
         return self._names
 
     def values(self, column: str) -> np.ndarray:
@@ -120,12 +133,12 @@ class Keyed:
         v = self._values.get(column)
         if v is None:
             if self._parent is not None:
-                v = self._parent.values(column)[self._keep]
+                v = self._parent.values(column).take(self._take)
             elif column in self.frame.columns and self.n:
                 raw = self.frame[column]
                 if not pd.api.types.is_numeric_dtype(raw.dtype):
                     raw = pd.to_numeric(raw, errors="coerce")  # e.g. object columns holding None
-                v = raw.to_numpy(dtype=np.float64, na_value=np.nan)[self.rows]
+                v = raw.to_numpy(dtype=np.float64, na_value=np.nan).take(self.rows)
             else:
                 v = np.full(len(self.codes), np.nan)
             self._values[column] = v
@@ -136,16 +149,23 @@ class Keyed:
 
     def _grouped_median(self, v: np.ndarray) -> np.ndarray | None:
         """Medians through an (entities x samples) matrix padded with NaN: rows sorted, middle picked.
-        Several times faster than a groupby; None when one entity has far more rows than the rest."""
-        counts = self._ends - self._starts
+        Several times faster than a groupby; None when one entity has far more rows than the rest.
+        When every entity has as many rows (a steady scrape), the grouped rows are the matrix."""
         if not self.n or not len(v):
             return np.full(self.n, np.nan)
+        counts = self._ends - self._starts
         width = int(counts.max())
-        if width > 4 * max(1, int(np.median(counts))) or width * self.n > 8 * len(v) + 1024:
+        if width * self.n == len(v):
+            grid = np.sort(v.reshape(self.n, width), axis=1)  # NaN last
+        elif width > 4 * max(1, int(np.median(counts))) or width * self.n > 8 * len(v) + 1024:
             return None
-        grid = np.full((self.n, width), np.nan)
-        grid[self.codes, np.arange(len(v)) - self._starts[self.codes]] = v
-        grid.sort(axis=1)  # NaN last
+        else:
+            if self._grid is None:  # each row's cell: its entity's row, its place among the entity's rows
+                self._grid = self.codes * width + (np.arange(len(v)) - self._starts[self.codes])
+            grid = np.full(self.n * width, np.nan)
+            grid[self._grid] = v
+            grid = grid.reshape(self.n, width)
+            grid.sort(axis=1)  # NaN last
         k = width - np.isnan(grid).sum(axis=1)
         rows = np.arange(self.n)
         lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
@@ -156,12 +176,18 @@ class Keyed:
         out = self._aggs.get(key)
         if out is None:
             v = self.values(column)
-            out = self._grouped_median(v) if how == "median" else None
-            if out is None and len(v):
-                agg = pd.Series(v).groupby(self.codes).agg(how)
-                out = agg.reindex(range(self.n)).to_numpy(dtype=np.float64, na_value=np.nan)
-            elif out is None:
+            if how == "median":
+                out = self._grouped_median(v)
+                if out is None:
+                    out = pd.Series(v).groupby(self.codes).median().reindex(range(self.n)).to_numpy(np.float64)
+            elif how == "last":  # the latest non-null row of each entity (rows are in time order)
+                ok = np.flatnonzero(~np.isnan(v))
+                out = _last_per_code(self.codes[ok], v[ok], self.n)
+            else:  # max, min: NaN skipped (fmax/fmin), NaN for an entity without a value
                 out = np.full(self.n, np.nan)
+                has = self._ends > self._starts
+                if has.any():
+                    out[has] = {"max": np.fmax, "min": np.fmin}[how].reduceat(v, self._starts[has])
             self._aggs[key] = out
         return out
 
@@ -230,8 +256,7 @@ class Keyed:
 
     def last_ts_where(self, mask: np.ndarray) -> np.ndarray:
         """Per entity, the latest ts of a row where ``mask`` holds; NaN if none."""
-        codes, ts = self.codes[mask][::-1], self.ts[mask][::-1]
-        return _first_per_code(codes, ts, self.n)
+        return _last_per_code(self.codes[mask], self.ts[mask], self.n)
 
     def peer_positions(self, peer_of: dict[str, str]) -> np.ndarray:
         """For each entity, the position of the entity at the other end of its link (the same lane
@@ -255,10 +280,9 @@ class Keyed:
         all 0 when the frame has no ``source`` column."""
         if self._src is None:
             if self._parent is not None:
-                self._src = self._parent.sources()[self._keep]
+                self._src = self._parent.sources().take(self._take)
             elif "source" in self.frame.columns and self.n:
-                codes, _ = pd.factorize(self.frame["source"].astype(str), sort=True)
-                self._src = codes.astype(np.int64)[self.rows]
+                self._src = factorize(self.frame["source"])[0].take(self.rows)
             else:
                 self._src = np.zeros(len(self.codes), dtype=np.int64)
         return self._src
@@ -286,9 +310,11 @@ class Keyed:
         """Per row: its entity is reported by more than one source in these rows (cached)."""
         hit = self._aggs.get(("__multi_source__", ""))
         if hit is None:
-            src = self.sources()
             hit = np.zeros(len(self.codes), dtype=bool)
-            if len(src) > 1:
+            # a view's entity can have two sources only if it has them in the whole window
+            possible = self._parent is None or self._parent._multi_source_rows().any()
+            if possible and len(self.codes) > 1:
+                src = self.sources()
                 change = (src[1:] != src[:-1]) & (self.codes[1:] == self.codes[:-1])
                 if change.any():
                     entities = np.zeros(self.n, dtype=bool)
@@ -307,22 +333,28 @@ class Keyed:
         if hit is None:
             v = self.values(column)
             valid = self._one_source(~np.isnan(v))
-            c, t, x = (self.codes, self.ts, v) if valid.all() else (self.codes[valid], self.ts[valid], v[valid])
+            every = bool(valid.all())
+            c, t, x = (self.codes, self.ts, v) if every else (self.codes[valid], self.ts[valid], v[valid])
             if len(x) < 2:
                 empty = np.zeros(0)
                 no = np.zeros(0, dtype=bool)
                 hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, no, c, no)
             else:
-                same = c[1:] == c[:-1]
-                d = np.diff(x)
+                before, codes, ts, dt = self._pairs() if every else _pairs(c, t)
+                later = x.take(before + 1)
+                d = later - x.take(before)
                 fell = d < 0
-                bad = fell | np.isin(x[1:], SATURATED)
-                hit = Steps(
-                    c[1:][same], t[1:][same], np.where(bad, np.nan, d)[same], np.diff(t)[same], fell[same], c,
-                    bad[same],
-                )  # fmt: skip
+                bad = fell | np.isin(later, SATURATED)
+                hit = Steps(codes, ts, np.where(bad, np.nan, d), dt, fell, c, bad)
             self._steps[column] = hit
         return hit
+
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`_pairs` of all these rows, shared by every counter without a null or a second source
+        (the usual case: the pairs of consecutive samples are then the same for each)."""
+        if self._pair_cache is None:
+            self._pair_cache = _pairs(self.codes, self.ts)
+        return self._pair_cache
 
     def first_rate_at_least(self, column: str, per_s: float) -> np.ndarray:
         """Per entity, the ts of the first sample at which counter ``column`` had risen at
@@ -347,6 +379,30 @@ class Keyed:
         return Increase(np.where((samples >= 2) & (unknown == 0), inc, np.nan), span, resets, first_up, unknown)
 
 
+def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(column.astype(str), sort=True)``: int64 codes (-1: null) and the sorted keys as an
+    object array (looked up one at a time, pandas' Arrow-backed strings are slow). Arrow strings are
+    hashed once per run of equal consecutive keys: a scrape's rows of one source, or of one port's
+    lanes, come together, and comparing neighbours costs a fraction of hashing every row."""
+    if getattr(column.dtype, "storage", None) == "pyarrow" and len(column) > 1:
+        arrow = pa.array(column)
+        same = pc.equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1)).fill_null(False)
+        heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
+        if len(heads) <= len(column) // 2:
+            heads_only = arrow.take(pa.array(heads))
+            if isinstance(heads_only, pa.ChunkedArray):  # a frame from Arrow tables: one dictionary, not one a chunk
+                heads_only = heads_only.combine_chunks()
+            encoded = pc.dictionary_encode(heads_only)
+            keys = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+            order = np.argsort(keys, kind="stable")  # str order, as pandas sorts them
+            rank = np.empty(len(order) + 1, dtype=np.int64)
+            rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
+            codes = rank[pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)]
+            return np.repeat(codes, np.diff(np.r_[heads, len(column)])), keys[order]
+    codes, uniques = pd.factorize(column.astype(str), sort=True)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
 class Steps:
     """Consecutive sample pairs of a counter, per entity in time order: ``codes`` (entity), ``ts`` (of
     the later sample), ``step`` (NaN where unknown), ``dt`` seconds between them, ``reset`` (the
@@ -361,6 +417,14 @@ class Steps:
         self.unknown = reset if unknown is None else unknown
 
 
+def _pairs(codes: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each pair of consecutive samples of an entity (``codes`` sorted, ``ts`` in order within one):
+    the earlier sample's position, and the pair's entity, later ts and seconds between them."""
+    before = np.flatnonzero(codes[1:] == codes[:-1])
+    later = ts.take(before + 1)
+    return before, codes.take(before + 1), later, later - ts.take(before)
+
+
 def first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """The first value of each code in the given order (NaN for a code that does not occur)."""
     return _first_per_code(codes, values, n)
@@ -369,9 +433,21 @@ def first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 def _first_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """The first value of each code in the given order (NaN for a code that does not occur)."""
     out = np.full(n, np.nan)
-    if len(codes):
+    if len(codes) and bool(np.all(codes[1:] >= codes[:-1])):  # sorted (grouped order): each run's first
+        first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        out[codes[first]] = values[first]
+    elif len(codes):
         uniq, first = np.unique(codes, return_index=True)
         out[uniq] = values[first]
+    return out
+
+
+def _last_per_code(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """The last value of each code, ``codes`` sorted (grouped order); NaN for a code that does not occur."""
+    out = np.full(n, np.nan)
+    if len(codes):
+        last = np.flatnonzero(np.r_[codes[1:] != codes[:-1], True])
+        out[codes[last]] = values[last]
     return out
 
 
@@ -432,6 +508,8 @@ def recent(window: Window, kind: str, recent_s: float) -> Keyed:
 def epoch_seconds(ts: pd.Series) -> np.ndarray:
     """A ts column as float seconds since the epoch (float seconds per the Window contract; a
     datetime column, as DuckDB hands back TIMESTAMPs, is converted rather than misread)."""
+    if pd.api.types.is_float_dtype(ts.dtype):
+        return ts.to_numpy(dtype=np.float64)
     if pd.api.types.is_datetime64_any_dtype(ts.dtype):
         if getattr(ts.dt, "tz", None) is not None:
             ts = ts.dt.tz_convert("UTC").dt.tz_localize(None)
@@ -456,6 +534,30 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
     port's module reported; where it never did (or sent null), the defaults of its media type
     (``config.media_defaults``, by module column), else the config's 400G-DR4 defaults.
     ``config`` has the ``dr4_*`` fields of :class:`detectors.optical_thresholds.OpticalThresholdsConfig`."""
+    reported, media, kinds, spread = _reported_thresholds(window, index)
+    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
+    out = {}
+    for column, default_name in THRESHOLD_COLUMNS.items():
+        default: Any = getattr(config, default_name) if default_name else np.nan
+        if by_media:  # the defaults of the module's media type where the table has them
+            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
+            default = table[media]
+        per_port = reported[column]
+        per_port = np.where(np.isnan(per_port), default, per_port)
+        out[column] = per_port[spread]
+    return out
+
+
+def _reported_thresholds(
+    window: Window, index: pd.Index
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`module_thresholds` reads of the window's modules, whatever the config: per port of
+    ``index`` the thresholds its module last reported (NaN: none), its media code into ``kinds`` (-1:
+    no module row, picking the last kind, ""; all 0 without a media column), and each entity's port.
+    Cached per window and index: optical_thresholds and optical_trend ask for the same ports."""
+    hit = window.cache.get(("module_thresholds", id(index)))
+    if hit is not None and hit[0] is index:
+        return hit[1]
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
     else:
@@ -468,24 +570,20 @@ def module_thresholds(window: Window, index: pd.Index, config: Any) -> dict[str,
         pos = pd.Index(latest["port"].astype(str), dtype=object).get_indexer(ports)
     else:
         latest, pos = pd.DataFrame(), np.full(len(ports), -1)
-    by_media: dict[str, dict[str, float]] = getattr(config, "media_defaults", None) or {}
     kinds, media = np.array([""], dtype=object), np.zeros(len(ports), dtype=np.int64)
-    if by_media and "media" in latest.columns:
+    if "media" in latest.columns:
         codes, kinds = pd.factorize(latest["media"].astype(str))
         media = np.where(pos >= 0, codes[np.maximum(pos, 0)], -1) if len(codes) else media
         kinds = np.append(np.asarray(kinds, dtype=object), "")  # -1 (no module row) picks ""
-    out = {}
-    for column, default_name in THRESHOLD_COLUMNS.items():
-        default: Any = getattr(config, default_name) if default_name else np.nan
-        if by_media:  # the defaults of the module's media type where the table has them
-            table = np.array([by_media.get(str(k), {}).get(column, default) for k in kinds], dtype=np.float64)
-            default = table[media]
+    reported = {}
+    for column in THRESHOLD_COLUMNS:
         per_port = np.full(len(ports), np.nan)
         if column in latest.columns:
             values = pd.to_numeric(latest[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             per_port[pos >= 0] = values[pos[pos >= 0]]
-        per_port = np.where(np.isnan(per_port), default, per_port)
-        out[column] = per_port[spread]
+        reported[column] = per_port
+    out = (reported, media, kinds, spread)
+    window.cache[("module_thresholds", id(index))] = (index, out)
     return out
 
 

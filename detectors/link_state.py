@@ -106,12 +106,13 @@ class LinkState(Detector):
 
     def _down_spells(self, window: Window, first_down: np.ndarray, state: np.ndarray, ports: list[str]) -> None:
         """Remember when each port's current down spell began; forget ports seen up again."""
-        for i, port in enumerate(ports):
-            if state[i] == 0:
-                if np.isfinite(first_down[i]):
-                    self.down_since[port] = min(self.down_since.get(port, np.inf), float(first_down[i]))
-            elif state[i] >= 1:
-                self.down_since.pop(port, None)
+        with np.errstate(invalid="ignore"):
+            down, up = (state == 0) & np.isfinite(first_down), state >= 1
+        for i in np.flatnonzero(down):
+            self.down_since[ports[i]] = min(self.down_since.get(ports[i], np.inf), float(first_down[i]))
+        if self.down_since and up.any():
+            back = set(np.asarray(ports, dtype=object)[up])
+            self.down_since = {p: t for p, t in self.down_since.items() if p not in back}
         horizon = window.start - self.config.down_memory_s
         self.down_since = {p: t for p, t in self.down_since.items() if t >= horizon}
 
@@ -130,14 +131,13 @@ class LinkState(Detector):
             row_up = full.per_row(np.nan_to_num(last_up, nan=-np.inf))
             first_down = full.first_ts_where((s == 0) & (full.ts > row_up))
             last_ts = now.last_ts()
-            self._down_spells(window, first_down, state, now.names)
-            for i in range(now.n):
-                port = now.names[i]
-                if port in known or not np.isfinite(last_ts[i]):
-                    continue
-                out.append(self._not_in_topology(port, state[i], now.first_ts()[i], last_ts[i]))
+            names = now.names
+            self._down_spells(window, first_down, state, names)
+            for i in [i for i, port in enumerate(names) if port not in known]:
+                if np.isfinite(last_ts[i]):
+                    out.append(self._not_in_topology(names[i], state[i], now.first_ts()[i], last_ts[i]))
             for i in np.flatnonzero(state == 0):
-                port = now.names[i]
+                port = names[i]
                 if port not in known:
                     continue
                 since = self.down_since.get(port, ts_or(first_down[i], last_ts[i]))
@@ -212,7 +212,7 @@ class LinkState(Detector):
         self.outages = {sw: o for sw, o in self.outages.items() if sw in onset}
         # two links or more down (or an outage still ending): correlation needs two far fault domains
         switches = [sw for sw in sorted(onset) if len(links_down[sw]) >= 2 or sw in self.outages]
-        last = dict(zip(map(str, full.index), full.last_ts(), strict=True)) if switches else {}
+        last = dict(zip(full.names, full.last_ts(), strict=True)) if switches else {}
         out = []
         for switch in switches:
             ids = links_down[switch]

@@ -31,6 +31,7 @@ import pandas as pd
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.correlate import Diagnosis
+from fabricwatch.detectors.frames import factorize
 from fabricwatch.records import Finding, Window
 
 SYMPTOMS = frozenset({"collector_silent", "seq_gap"})
@@ -174,18 +175,17 @@ class Liveness(Detector):
 def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:
     """Per source of one kind's frame (sorted by ts): newest ts, median gap between distinct ts, lost
     messages (rises of seq by more than one, in ts order). Vectorised: one pass per kind per tick."""
-    source = frame["source"]  # kept a Series: factorising its string dtype beats an object array
+    codes, uniques = factorize(frame["source"])  # a scrape's rows come together: one hash a run
     ts = frame["ts"].to_numpy(dtype=float)
     seqs = frame["seq"].to_numpy(dtype=float) if "seq" in frame else None
     if "lane" in frame and len(frame):  # optical: a row per lane, four to a port; lane 0 says as much
         lane = frame["lane"].to_numpy()
         keep = lane == lane.min()
-        source, ts = source[keep], ts[keep]  # a boolean mask on the Series: no frame copy
+        codes, ts = codes[keep], ts[keep]
         seqs = seqs[keep] if seqs is not None else None
-    codes, uniques = pd.factorize(source)
-    names = [str(x) for x in uniques.tolist()]
+    names = uniques.tolist()
     n = len(names)
-    if n == 0:
+    if n == 0 or not len(codes):
         return {}
     order = np.argsort(codes, kind="stable")  # by source; the frame's ts order kept within a source
     c, t = codes[order], ts[order]
@@ -197,9 +197,8 @@ def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]
     distinct[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
     c, t = c[distinct], t[distinct]
     same = c[1:] == c[:-1]
-    gaps = pd.Series(np.diff(t)[same]).groupby(c[1:][same]).median()
-    for i, gap in zip(gaps.index.tolist(), gaps.tolist(), strict=True):
-        out[names[int(i)]]["interval"] = float(gap)
+    for i, gap in _medians(c[1:][same], np.diff(t)[same]):
+        out[names[i]]["interval"] = gap
     if seqs is not None:
         seq = seqs[order]
         cs = codes[order]
@@ -209,6 +208,22 @@ def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]
         for i in np.flatnonzero(lost):
             out[names[i]]["lost"] = int(lost[i])
     return out
+
+
+def _medians(codes: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+    """Each code's median of ``values`` (NaN skipped; NaN for a code with none), as pandas' groupby
+    median gives it, by one sort of (code, value) pairs and the middle of each code's run."""
+    codes = codes + 1  # factorize's -1 (a null) is a group too, as in a groupby on the codes
+    present = np.unique(codes)
+    ok = ~np.isnan(values)
+    c, v = codes[ok], values[ok]
+    v = np.append(v[np.lexsort((v, c))], np.nan)  # the NaN keeps an empty last run's index in range
+    counts = np.bincount(c, minlength=int(present[-1]) + 1 if len(present) else 0)
+    starts = np.cumsum(counts) - counts
+    k, s = counts[present], starts[present]
+    lo, hi = s + np.maximum((k - 1) // 2, 0), s + np.maximum(k // 2, 0)
+    med = np.where(k > 0, (v[lo] + v[hi]) / 2, np.nan)
+    return list(zip((present - 1).tolist(), med.tolist(), strict=True))
 
 
 def _lost(rows: pd.DataFrame) -> int:

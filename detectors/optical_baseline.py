@@ -149,8 +149,7 @@ class OpticalBaseline(Detector):
         if self._swapped_at:  # learn a new module's level only from samples all taken after the swap
             since = float(np.nanmin(now.first_ts()))
             self._swapped_at = {p: t for p, t in self._swapped_at.items() if t >= since}
-            ports = np.asarray(keys.get_level_values(0), dtype=object)
-            alive &= ~np.isin(ports, list(self._swapped_at))
+            alive &= ~keys.levels[0].isin(list(self._swapped_at))[keys.codes[0]]  # by port, spread to lanes
         self.baselines.update(keys, level, window.end, learn=alive)
         if measured is not None:
             self.noise.update(keys, measured, window.end, learn=alive)
@@ -166,7 +165,10 @@ class OpticalBaseline(Detector):
             return
         if "ts" in mods.columns:  # only module rows newer than the last tick's need a look
             ts = pd.to_numeric(mods["ts"], errors="coerce")
-            fresh = mods[~(ts <= self._modules_ts)]
+            new = ~(ts <= self._modules_ts).to_numpy()
+            if not new.any():  # the usual tick: nothing new (filtering the frame costs more than this)
+                return
+            fresh = mods[new]
             if not len(fresh):
                 return
             self._modules_ts = max(self._modules_ts, float(ts.max()))

@@ -99,7 +99,10 @@ class OpticalTrend(Detector):
             return set()
         if "ts" in mods.columns:
             ts = pd.to_numeric(mods["ts"], errors="coerce")
-            mods = mods[~(ts <= self._modules_ts)]
+            new = ~(ts <= self._modules_ts).to_numpy()
+            if not new.any():  # the usual tick: nothing new (filtering the frame costs more than this)
+                return set()
+            mods = mods[new]
             if not len(mods):
                 return set()
             self._modules_ts = max(self._modules_ts, float(ts.max()))
@@ -137,8 +140,7 @@ class OpticalTrend(Detector):
         keys = now.index
         pos = self._positions(keys)
         if swapped:
-            ports = np.asarray(keys.get_level_values(0), dtype=object)
-            self._restart(pos[np.isin(ports, list(swapped))])
+            self._restart(pos[keys.levels[0].isin(list(swapped))[keys.codes[0]]])  # by port, spread to lanes
         y = now.median("tx_power_dbm")
         if self._origin is None:
             self._origin = window.end

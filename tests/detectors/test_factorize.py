@@ -1,0 +1,39 @@
+"""frames.factorize (run-wise hashing of Arrow string keys) gives pandas' sorted factorisation exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from fabricwatch.detectors.frames import factorize
+
+KEYS = np.array(["a", "b", "B", "é", "a1", "leaf0-0:p10", "leaf0-0:p2", "", "node000/gpu5"], dtype=object)
+
+
+def frames(seed: int) -> list[pd.Series]:
+    """Keys in runs of 1-5 (as a scrape's rows come), with a null now and then, in every string storage
+    a window may hold: object, pandas' Arrow-backed str, and Arrow tables of several chunks."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(40):
+        n = int(rng.integers(0, 40))
+        values = list(np.repeat(KEYS[rng.integers(0, len(KEYS), n)], rng.integers(1, 6, n)))
+        if values and rng.random() < 0.3:
+            values[int(rng.integers(0, len(values)))] = None
+        out += [pd.Series(values, dtype=object), pd.Series(values, dtype="str")]
+        cut = len(values) // 2
+        chunked = pa.table({"k": pa.chunked_array([values[:cut], values[cut:]], type=pa.string())}).to_pandas()
+        out.append(chunked["k"])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_factorize_equals_pandas_sorted_factorize(seed: int) -> None:
+    for column in frames(seed):
+        codes, keys = factorize(column)
+        want_codes, want_keys = pd.factorize(column.astype(str), sort=True)
+        np.testing.assert_array_equal(codes, want_codes)
+        assert codes.dtype == np.int64 and keys.dtype == object
+        assert keys.tolist() == list(want_keys)
