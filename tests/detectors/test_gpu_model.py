@@ -109,3 +109,15 @@ def test_save_and_restore_give_the_same_findings() -> None:
     tail = {at: second.detect(tl.window(at)) for at in tl.ticks(10.0, 180.0)}
     assert repr({**head, **tail}) == repr(straight)
     assert hot_ids(straight[400.0]) == {HOT}
+
+
+@pytest.mark.timeout(120)
+def test_a_node_handed_to_another_processor_is_forgotten() -> None:
+    tl = Timeline(TOPO, duration=120.0, seed=5)
+    physical(tl, MIXED)
+    model = GpuThermalModel()
+    run(model, tl)
+    assert any(g.startswith("node002/") for g in model.snapshot()["gpus"])
+    model.forget({"node002": tl.start + 120.0})
+    kept = model.snapshot()["gpus"]
+    assert kept and not any(g.startswith("node002/") for g in kept)
