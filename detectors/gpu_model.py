@@ -10,7 +10,9 @@ with ``a_gpu`` the GPU's own offset (its resistance and manifold position: healt
 spread over ~6 °C at one load) and R the thermal resistance of the fleet's GPUs. Both are learnt from
 the GPU's healthy, steady windows: R by a robust regression (scikit-learn's HuberRegressor) pooled
 over every GPU, each GPU's rows centred on its own median, so R comes from GPUs whose load changed
-while their offsets cancel; ``a_gpu`` as the median of the GPU's rows with R taken out. A GPU whose
+while their offsets cancel; ``a_gpu`` as the median, R taken out, of the GPU's rows learnt at about its
+present power (its own resistance makes its offset grow with the load it shares with its peers, so an
+offset learnt idle says nothing of it busy: a load it has no rows at is not judged). A GPU whose
 temperature sits ``model_k`` robust standard deviations of the healthy residuals (and at least
 ``model_floor_c``) above its prediction is hot for its power.
 
@@ -21,8 +23,8 @@ feeds the gpu_thermal cause (correlation's GPU_HEAT), as gpu_peers' does.
 
 The model describes steady state. A GPU is judged, and learnt from, only while its loop peers' level
 held still over the window and its own load did (a die lags a load step by tens of seconds; a fault
-moves the temperature, not the load), and only at a load (relative to its own usual) inside the range
-the fit has seen: the model interpolates, it never extrapolates. What it learns (each GPU's healthy
+moves the temperature, not the load), and only at a power over its peers' (relative to its own usual)
+inside the range the fit has seen: the model interpolates, it never extrapolates. What it learns (each GPU's healthy
 rows and the fit) is JSON-able state, restored with the engine; refits are every
 ``model_refit_ticks`` ticks, deterministic (HuberRegressor has no randomness; rows in GPU-name order).
 """
@@ -66,7 +68,8 @@ class GpuModelConfig(DetectorConfig):
     model_refresh_s: float = 600.0  # once full, a GPU takes a new row this often (32 rows: over 5 h of
     # its load mix) or when its load leaves the range its rows cover, dropping its oldest
     model_fit_rows: int = 4096  # R is fitted on at most this many rows, every k-th (one slope: plenty;
-    # the fit's cost grows with its rows, ~120 ms at 32k, measured on bench/detect_tick.py's 1024 GPUs)
+    # the fit's CPU time grows with its rows: 60-350 ms at 32k rows, 20-70 ms at 4096, measured on
+    # bench/detect_tick.py's 1024-GPU timeline)
     model_refit_ticks: int = 30  # refit R and the residual scale every this many ticks (5 min at every_s 10),
     # and whenever the rows have doubled since the last fit (a young model learns fast, at amortised cost)
 
@@ -88,7 +91,7 @@ class GpuThermalModel(Detector):
         self._n = np.zeros(0, dtype=np.int64)
         self._last = np.full(0, np.nan)  # ts of each GPU's newest row
         self._ticks = 0
-        self._fit: dict[str, float] | None = None  # slope, sigma, lo, hi, tick
+        self._fit: dict[str, float] | None = None  # slope, sigma, lo, hi, band, tick, rows (_refit)
 
     # --- detection ---------------------------------------------------------------------------------
 
@@ -181,7 +184,7 @@ class GpuThermalModel(Detector):
                     last_seen=float(last_ts[i]),
                     severity="minor",
                     evidence=(evidence,),
-                    score=float(resid[i] / max(fit["sigma"], 1e-9)),
+                    score=float(resid[i] * cfg.model_k / margin),  # in (effective) standard deviations
                     attrs={
                         "excess_c": sig(resid[i]),
                         "cooling_loop": loop,
