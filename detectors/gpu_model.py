@@ -165,11 +165,12 @@ class GpuThermalModel(Detector):
                 "predicted": sig(pred[i]),
                 "threshold": sig(pred[i] + margin),
                 "cooling_loop": loop,
-                # the prediction, term by term: the loop's level, the GPU's learnt offset, its power's share
+                # the prediction, term by term (°C to the hundredth): the loop's level, the GPU's learnt
+                # offset, its power's share
                 "explained_by": {
-                    "peers_temp_c": sig(peer_t[i]),
-                    "own_offset_c": sig(pred[i] - peer_t[i] - power_c),
-                    "power_c": sig(power_c),
+                    "peers_temp_c": _c(peer_t[i]),
+                    "own_offset_c": _c(pred[i] - peer_t[i] - power_c),
+                    "power_c": _c(power_c),
                 },
                 "power_w": sig(power[i]),
                 "peers_power_w": sig(peer_p[i]),
@@ -188,7 +189,7 @@ class GpuThermalModel(Detector):
                     attrs={
                         "excess_c": sig(resid[i]),
                         "cooling_loop": loop,
-                        "thermal_resistance_c_per_w": sig(fit["slope"]),
+                        "thermal_resistance_c_per_w": round(fit["slope"], 5),
                     },
                 )
             )
@@ -347,6 +348,11 @@ class GpuThermalModel(Detector):
             for g in gone:
                 state["gpus"].pop(g, None)
             self.restore(state)
+
+
+def _c(x: float) -> float:
+    """A temperature term for evidence, to 0.01 °C (far under NVML's 1 °C; no float dust like 1e-12)."""
+    return round(float(x), 2) + 0.0  # + 0.0: no -0.0
 
 
 def _mean(now: Keyed, column: str) -> np.ndarray:
