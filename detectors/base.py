@@ -96,6 +96,7 @@ class Judge(ABC):
 DETECTORS: dict[str, str] = {
     "gpu_temp": "fabricwatch.detectors.gpu_temp:GpuTemperature",
     "gpu_peers": "fabricwatch.detectors.gpu_peers:GpuPeerThermal",
+    "gpu_model": "fabricwatch.detectors.gpu_model:GpuThermalModel",
     "cooling_loop": "fabricwatch.detectors.cooling_loop:CoolingLoop",
     "gpu_xid": "fabricwatch.detectors.gpu_xid:GpuXid",
     "optical_thresholds": "fabricwatch.detectors.optical_thresholds:OpticalThresholds",

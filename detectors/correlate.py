@@ -73,7 +73,7 @@ from fabricwatch.topology import Topology
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}  # 0 = most severe
 
-GPU_HEAT = {"gpu_hot", "gpu_hotter_than_peers"}
+GPU_HEAT = {"gpu_hot", "gpu_hotter_than_peers", "gpu_hot_for_power"}
 PORT_HEAT = {
     "module_temp_rise",
     "module_temp_high_warn",

@@ -6,8 +6,8 @@ processor of a consumer group sees whole domains but not the whole cluster. What
 domain is placed as follows (DESIGN §1, README "Two-stage detection"):
 
 * Cooling loop. A loop's GPUs sit on several nodes, so on several partitions. Stage 1 emits per-GPU
-  findings (``gpu_hot`` over the absolute limit; ``gpu_hotter_than_peers`` against the loop's GPUs it
-  sees, at least its own node's) and, from the ``cooling_loop`` detector, a sample of each loop as its
+  findings (``gpu_hot`` over the absolute limit; ``gpu_hotter_than_peers`` and ``gpu_hot_for_power`` against the
+  loop's GPUs it sees, at least its own node's) and, from the ``cooling_loop`` detector, a sample of each loop as its
   window holds it (per GPU: recent and earlier median temperature, utilisation). The loop-level
   judgement is stage 2's: the detector's judge (detectors/cooling_loop.py) merges every processor's
   samples of the tick and compares each loop's level with the other loops' as one process would, with
