@@ -212,10 +212,9 @@ ROWS = [
     ),
     (
         "optical_baseline",
-        "rx 0.6 dB down is within what one mated connector may lose (0.75 dB): no drop, only a dip against"
-        " the lane's measured noise (a hint that rule 6b reads beside corruption, never an incident alone)",
+        "rx 0.6 dB down is within what one mated connector may lose (0.75 dB)",
         lambda tl: tl.shift("optical", "rx_power_dbm", -0.6, start=120, port=LEAF_PORT),
-        {("rx_power_dip", LEAF_PORT)},
+        set(),
     ),
     (
         "optical_baseline",
