@@ -88,8 +88,10 @@ class Joiner:
             key = (item.source, item.ts)
             self._received[key] = self._received.get(key, 0) + 1
 
-    def close_due(self) -> list[Incident]:
-        """Close every tick that is complete (or past ``stall_s``); every change of an incident they made,
+    def close_due(self, until: float | None = None) -> list[Incident]:
+        """Close every tick before ``until`` (None: any) that is complete (or past ``stall_s``): a caller
+        that knows findings of unknown sources may wait from ``until`` on (stage 2 with a partition not
+        read yet) says so. Returns every change of an incident they made,
         in the order a tick at a time would give them: tick by tick, by id within a tick. An incident that
         opens and resolves in the ticks of one call (stage 2 catching up) is in it twice, opened, then
         resolved: what is published does not depend on how many ticks one batch closes."""
@@ -105,7 +107,7 @@ class Joiner:
         if self.next_tick is None:
             self.next_tick = min([*self._found, *(t for _, t in self._expected)], default=newest)
         changes: list[Incident] = []
-        while self.next_tick <= newest:
+        while self.next_tick <= newest and (until is None or self.next_tick < until):
             tick = self.next_tick
             if not self._complete(tick, newest) and newest - tick <= self.stall_s:
                 break
