@@ -27,8 +27,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from fabricwatch.detectors.base import Detector, Judge, detector_class
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
 from fabricwatch.detectors.liveness import silent_entities
 from fabricwatch.detectors.tracker import IncidentTracker
@@ -127,6 +129,7 @@ class Stage2:
             judge(cfg.detector(n)) for n in cfg.enabled() if (judge := detector_class(n).judge) is not None
         ]
         self.correlator = Correlator(topology, self.config)
+        self._config_tickets = tuple(cfg.maintenance)  # the config's own change tickets (file_tickets adds)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
         self.judged: list[Finding] = []  # of those, the ones its judges made (no stage 1 has them)
@@ -137,6 +140,13 @@ class Stage2:
     @property
     def every_s(self) -> float:
         return self.config.every_s
+
+    def file_tickets(self, tickets: list[MaintenanceWindow]) -> None:
+        """Change tickets filed while running (fabricwatch/app/tickets.py) join the config's own; the
+        next tick reads them (one attribute swap: safe from another thread between ticks or in one)."""
+        base = list(self._config_tickets)
+        self.config = msgspec.structs.replace(self.config, maintenance=base + [t for t in tickets if t not in base])
+        self.correlator.config = self.config
 
     def run(self, findings: list[Finding], now: float) -> list[Incident]:
         self.findings = self.judge(findings)
