@@ -519,3 +519,35 @@ def test_a_stage_2_restarted_on_a_backlog_read_partition_by_partition_drops_noth
     second.drain()
     assert second.joiner.late == 0 and second.stats.skipped == 0
     assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == expected
+
+
+def test_one_batch_that_opens_and_resolves_an_incident_publishes_both_keyed_by_its_id_and_once(tmp_path) -> None:
+    """One GPU hot for a minute, read by stage 2 in one batch (a restart on its backlog): the incident's
+    opening and its resolution are both published, in that order, keyed by the incident's id (so one
+    partition keeps them in order); a stage 2 restarted after the batch finds its offsets with its
+    state and publishes nothing again."""
+    findings = gpu_hot_every(600.0, 1, present_s=60.0, end_s=600.0)
+    bus = MemoryBus(PARTITIONS)
+    bus.produce(findings)
+    db = tmp_path / "stage2.duckdb"
+    store = Store(db, group="stage2")
+    first = new_loop(bus, store, batch=100_000)
+    first.drain()
+    assert first.stats.batches == 1
+    records = bus.records(TOPIC_INCIDENTS)
+    changes = [(r.key, json.loads(r.value)["id"], json.loads(r.value)["status"]) for r in records]
+    assert changes[0] == ("inc-t-0001", "inc-t-0001", "firing")
+    assert changes[-1] == ("inc-t-0001", "inc-t-0001", "resolved")
+    assert {key for key, _, _ in changes} == {"inc-t-0001"} and len({r.partition for r in records}) == 1
+    assert first.stats.published == len(records) == first.stats.incidents
+    ticks = first.joiner.ticks
+    store.close()
+
+    store = Store(db, group="stage2")
+    again = new_loop(bus, store, batch=100_000)
+    again.drain()
+    assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == [r.value for r in records]  # nothing again
+    assert again.stats.records == again.stats.published == 0 and again.joiner.ticks == ticks
+    assert store.con.execute("SELECT id, status FROM incidents").fetchall() == [("inc-t-0001", "resolved")]
+    assert store.con.execute("SELECT count(*) FROM incident_outbox").fetchone() == (0,)
+    store.close()
