@@ -108,26 +108,22 @@ class SourceClocks:
         judges lateness against."""
         return _middle(self._latest, 0)
 
-    def clock_reference(self) -> float | None:
-        """The median of the live sources' latest corrected ``ts``: what offsets are measured against.
-
-        Live: within ``lateness_s`` of the middle source's latest (the upper middle of an even count,
-        so that with half the fleet silent the bound moves with the live half, not with the mean of
-        both halves). The sources past it are the head of the sorted latest stamps, found by
-        bisection. With two sources, a clock more than ``lateness_s`` behind the other reads as
-        silent until its first estimate is applied: stamps alone cannot tell the two apart."""
-        lo = self._live_from()
-        return None if lo is None else _middle(self._latest, lo)
-
     def _live_from(self) -> int | None:
         """Where the live sources start in the sorted latest stamps; None before any."""
         n = len(self._latest)
         return bisect.bisect_left(self._latest, self._latest[n // 2] - self.lateness_s) if n else None
 
     def _reference_for(self, state: SourceState) -> float | None:
-        """The clock reference to measure this source against, or None when no other source is live:
-        a source alone in the reference measures only its own scrape gap plus its own correction, a
-        loop that would drive its offset without bound. Its offset then stays as last estimated."""
+        """The clock reference to measure this source against: the median of the live sources' latest
+        corrected ``ts``. Live: within ``lateness_s`` of the middle source's latest (the upper middle of
+        an even count, so that with half the fleet silent the bound moves with the live half, not with
+        the mean of both halves); the sources past it are the head of the sorted latest stamps, found
+        by bisection. With two sources, a clock more than ``lateness_s`` behind the other reads as
+        silent until its first estimate is applied: stamps alone cannot tell the two apart.
+
+        None when no other source is live: a source alone in the reference measures only its own
+        scrape gap plus its own correction, a loop that would drive its offset without bound. Its
+        offset then stays as last estimated."""
         lo = self._live_from()
         if lo is None:
             return None
