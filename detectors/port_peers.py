@@ -115,26 +115,25 @@ def role_of(window: Window, ports: list[str]) -> np.ndarray:
     return hit
 
 
-def same_load(util: np.ndarray, ratio: float) -> np.ndarray:
-    """Pairs of ports whose utilisations are within ``ratio`` of each other (an unknown utilisation is
-    comparable to any: the role alone decides)."""
-    hi = np.maximum(util[:, None], util[None, :])
-    lo = np.minimum(util[:, None], util[None, :])
+def same_load(util: np.ndarray, i: int, ratio: float) -> np.ndarray:
+    """The ports whose utilisations are within ``ratio`` of port ``i``'s (an unknown utilisation is
+    comparable to any: the role alone decides). Row by row: only ports over a floor are judged."""
+    hi, lo = np.maximum(util, util[i]), np.minimum(util, util[i])
     with np.errstate(invalid="ignore"):
-        close = lo * ratio >= hi
-    return close | np.isnan(util)[:, None] | np.isnan(util)[None, :]
+        return (lo * ratio >= hi) | np.isnan(util) | np.isnan(util[i])
 
 
-def judge(s: Signal, members: np.ndarray, similar: np.ndarray, cfg: PortPeerConfig) -> dict[int, Verdict]:
-    """The verdicts of one signal over one role's ports (``members``: their positions): only ports over
-    the floor are judged (the rest are quiet by the signal's own meaning), each against its peers."""
+def judge(s: Signal, members: np.ndarray, load: np.ndarray, cfg: PortPeerConfig) -> dict[int, Verdict]:
+    """The verdicts of one signal over one role's ports (``members``: their positions; ``load``: theirs):
+    only ports over the floor are judged (the rest are quiet by the signal's own meaning), each
+    against its peers."""
     v = s.values[members]
     known = np.isfinite(v) & s.judged[members]
     with np.errstate(invalid="ignore"):
         over = known & (v >= s.floor)
     out: dict[int, Verdict] = {}
     for i in np.flatnonzero(over):
-        peers = known & similar[i]
+        peers = known & same_load(load, i, cfg.port_peer_load_ratio)
         peers[i] = False
         if peers.sum() < cfg.port_peer_min:
             continue  # too few to compare: unknown, never quiet
@@ -176,9 +175,9 @@ class PortPeers(Detector):
             members = np.flatnonzero(roles == role)
             if len(members) < cfg.port_peer_min + 1:
                 continue
-            similar = same_load(np.fmin(t.tx_util, t.rx_util)[members], cfg.port_peer_load_ratio)
+            load = np.fmin(t.tx_util, t.rx_util)[members]
             for s in signals:
-                for pos, verdict in judge(s, members, similar, cfg).items():
+                for pos, verdict in judge(s, members, load, cfg).items():
                     verdicts.setdefault(pos, []).append(verdict)
         last_ts = t.at.last_ts()
         out = []
