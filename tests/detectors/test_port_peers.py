@@ -185,3 +185,31 @@ def test_every_constant_keeps_its_meaning() -> None:
     cfg = PortPeerConfig()
     assert cfg.port_peer_ecn_floor == CongestionConfig().ecn_frac
     assert cfg.port_peer_queue_floor_bytes < cfg.queue_high_bytes
+
+
+def test_a_load_step_on_every_port_pages_nothing_and_a_hotspot_among_them_pages() -> None:
+    """Through the engine (congestion's absolute rule and port_peers, then correlation and the tracker),
+    on a 32-GPU fabric: every host egress at line rate with a standing queue is the load, not 32
+    hotspots; one port queued twice as deep as the rest is the one hotspot."""
+    from fabricwatch.detectors.config import EngineConfig
+    from fabricwatch.detectors.engine import DetectionEngine
+    from fabricwatch.topology import generate
+    from tests.detectors.synth import run_engine
+
+    topo = generate(32, rails=4, gpus_per_node=8)
+    host = [p for p in topo.ports if topo.port_link[p].tier == "host" and p.startswith("leaf")]
+    hot = "leaf1-0:p02"
+    assert hot in host and len(host) == 32
+
+    def opened(detectors: list[str], extra: Callable[[Timeline], None] = lambda tl: None) -> set[tuple[str, str]]:
+        tl = Timeline(topo, duration=160, seed=5)
+        for direction in ("tx", "rx"):
+            load(tl, host, direction, 0.95)
+        queue(tl, host)
+        extra(tl)
+        engine = DetectionEngine(topo, EngineConfig.only(detectors))
+        return {(i.location["id"], i.severity) for i in run_engine(engine, tl) if i.cause == "incast_hotspot"}
+
+    assert len(opened(["congestion"])) == len(host)  # the absolute rule alone: every port a hotspot
+    assert opened(["congestion", "port_peers"]) == set()
+    assert opened(["congestion", "port_peers"], lambda tl: queue(tl, hot, 4e6)) == {(hot, "major")}
