@@ -63,8 +63,8 @@ class PortPeerConfig(TrafficConfig):
     # first together and the second apart at any job load (compared on the lesser direction, see above).
     port_peer_load_ratio: Positive = 2.0
     # Floors, below which a signal is not congestion at all. Queue: the top of the RoCE ECN Kmin range
-    # at 400G (~100-400 kB, TrafficConfig's note): under the lowest queue at which any such switch
-    # starts marking, the switch itself does not call the queue congested. ECN share: congestion's own
+    # at 400G (~100-400 kB, TrafficConfig's note): over it every such switch marks, so the switch itself
+    # calls the queue congested whatever its Kmin, and a microburst sample does not. ECN share: congestion's own
     # 1 % (CongestionConfig.ecn_frac), so the two judgements mean the same by "marked". Pauses sent:
     # TrafficConfig.pause_rate_min, what every traffic detector counts as pausing.
     port_peer_queue_floor_bytes: Positive = 400e3
