@@ -109,6 +109,7 @@ DETECTORS: dict[str, str] = {
     "link_state": "fabricwatch.detectors.link_state:LinkState",
     "congestion": "fabricwatch.detectors.congestion:Congestion",
     "pfc_storm": "fabricwatch.detectors.pfc_storm:PfcStorm",
+    "port_peers": "fabricwatch.detectors.port_peers:PortPeers",
     "liveness": "fabricwatch.detectors.liveness:Liveness",
 }
 

@@ -44,7 +44,12 @@ findings it explains, so a finding is folded into one diagnosis at most:
    connector or fibre, not at the transceiver"). Dips are hints: claimed first, never folded elsewhere
    and never an incident alone.
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
-   upstream is folded into the nearest of them (hops over the topology).
+   upstream is folded into the nearest of them (hops over the topology). Peer comparison
+   (detectors/port_peers.py) decides what the absolute levels leave open: a congested port whose peers
+   of the same role and load are as congested (``congestion_shared``: a load step, a bursty phase) is
+   no hotspot, its congestion claimed and kept in :attr:`Correlator.shared`; a port congested against
+   its peers corroborates its hotspot, is folded into a nearer root (a victim), or, with no absolute
+   finding, is an incast_hotspot of its own at severity warning (a ticket before the page).
 
 8. collector_silent (collector): a source silent for a minute (detectors/liveness.py), apart from the
    fabric; lost scrapes and shorter silences are findings only.
@@ -98,7 +103,10 @@ INVENTORY = {"port_not_in_topology"}
 SUSTAINED = {"ber_above_limit", "ber_high", "ber_rise", "packet_loss"}
 # Light lost on the way (or a dark module): explains a link's errors without its switch.
 OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
-TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
+# port_peers (detectors/port_peers.py): a port congested (or pausing) against its peers at the same
+# instant, or congested only as much as they are (a load step, a bursty phase): not a hotspot.
+PEER_TRAFFIC = {"congestion_vs_peers", "pausing_vs_peers", "congestion_shared"}
+TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"} | PEER_TRAFFIC
 DIPS = {"rx_power_dip", "tx_power_dip"}  # a change within the lane's noise floor x 10: a hint, rule 6b
 FORECAST = {"tx_power_falling"}  # a trend that will cross the module's alarm: a ticket before the page
 # What a link problem must include to be worth an incident (a lone rise is a hint, not a page).
@@ -230,6 +238,7 @@ class Correlator:
         self.unconsumed: dict[str, int] = {}  # the last call's findings no rule reads, per symptom
         self.held: list[Diagnosis] = []  # the last call's planned switch outages (never paged): rule 4a
         self.inventory: list[str] = []  # the last call's ports not in the topology: rule 0
+        self.shared: list[str] = []  # the last call's ports congested only as much as their peers: rule 7
         self._reported: set[str] = set()
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -585,15 +594,35 @@ class Correlator:
         return out
 
     def _traffic(self, pool: _Pool) -> list[Diagnosis]:
+        shared = pool.free(entity="port", symptoms={"congestion_shared"})
+        self.shared = sorted({f.id for f in shared})
+        pool.take(shared + pool.free(entity="port", symptoms={"congestion"}, ids=set(self.shared)))
         roots = [
             Diagnosis(f.cause or "pfc_storm", "port", f.id, f"port:{f.id}", pool.take([f]))
             for f in pool.free(entity="port", symptoms={"pfc_storm_source", "congestion"})
         ]
-        if not roots:
-            return []
+        for d in roots:  # the peers' word on a hotspot (or a storm source) corroborates it
+            d.symptoms += pool.take(pool.free(entity="port", symptoms=PEER_TRAFFIC, ids={d.id}))
         distance = {d.key: self._hops(self.topology.port_device.get(d.id, d.id)) for d in roots}
         by_key = {d.key: d for d in roots}
-        for f in pool.free(entity="port", symptoms={"pause_upstream"}):
+        alone = []
+        for f in pool.free(entity="port", symptoms={"congestion_vs_peers"}):
+            device = self.topology.port_device.get(f.id, f.id)
+            near = [(distance[k][device], k) for k in sorted(by_key) if device in distance[k]]
+            if near:  # queued behind a nearer root: its victim, not a hotspot of its own
+                root = by_key[min(near)[1]]
+                root.symptoms += pool.take([f])
+                root.covers.add(f"port:{f.id}")
+            else:
+                alone.append(f)
+        for f in alone:
+            d = Diagnosis("incast_hotspot", "port", f.id, f"port:{f.id}", pool.take([f]))
+            roots.append(d)
+            distance[d.key] = self._hops(self.topology.port_device.get(f.id, f.id))
+            by_key[d.key] = d
+        if not roots:
+            return []
+        for f in pool.free(entity="port", symptoms={"pause_upstream", "pausing_vs_peers"}):
             device = self.topology.port_device.get(f.id, f.id)
             near = [(distance[k][device], k) for k in sorted(by_key) if device in distance[k]]
             if near:

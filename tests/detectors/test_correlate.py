@@ -212,6 +212,42 @@ ROWS = [
         {},
     ),
     (
+        "a congested egress its peers corroborate: one incast_hotspot, the peer finding folded in",
+        [
+            f("congestion", HOST.b, severity="major", cause="incast_hotspot"),
+            f("congestion_vs_peers", HOST.b, severity="warning", cause="incast_hotspot"),
+            f("pausing_vs_peers", "leaf1-0:p70", severity="warning"),
+        ],
+        {("incast_hotspot", "port", HOST.b): 3},
+    ),
+    (
+        "congested only as much as its peers (a load step): no hotspot",
+        [
+            f("congestion", HOST.b, severity="major", cause="incast_hotspot"),
+            f("congestion_shared", HOST.b, severity="warning"),
+            f("pause_upstream", "leaf1-0:p70", severity="warning"),
+        ],
+        {},
+    ),
+    (
+        "congested against its peers under the absolute levels: a hotspot at severity warning",
+        [f("congestion_vs_peers", HOST.b, severity="warning", cause="incast_hotspot")],
+        {("incast_hotspot", "port", HOST.b): 1},
+    ),
+    (
+        "a port queued behind a nearer hotspot is its victim, folded in",
+        [
+            f("congestion", HOST.b, severity="major", cause="incast_hotspot"),
+            f("congestion_vs_peers", "leaf1-0:p70", severity="warning", cause="incast_hotspot"),
+        ],
+        {("incast_hotspot", "port", HOST.b): 2},
+    ),
+    (
+        "a port pausing against its peers with no root anywhere: nothing to page about",
+        [f("pausing_vs_peers", "leaf1-0:p70", severity="warning"), f("congestion_shared", HOST.b, severity="warning")],
+        {},
+    ),
+    (
         "a lone bias or temperature rise is a hint, not an incident",
         [
             f("bias_rise", FAB.a, severity="warning"),
@@ -425,3 +461,21 @@ def test_spare_ports_are_listed_as_inventory() -> None:
     correlator = Correlator(SMALL)
     assert correlator.correlate([f("link_down", "leaf3-0:p68", severity="critical")]) == []
     assert correlator.inventory == ["leaf3-0:p68"]
+
+
+def test_shared_congestion_is_listed_not_paged() -> None:
+    c = Correlator(TOPO)
+    found = [
+        f("congestion", HOST.b, severity="major", cause="incast_hotspot"),
+        f("congestion_shared", HOST.b, severity="warning"),
+    ]
+    assert c.correlate(found) == [] and c.shared == [HOST.b]
+    diagnoses = c.correlate(found[:1])  # the peers not judged (too few, or a column missing): absolute decides
+    assert [(d.cause, d.severity) for d in diagnoses] == [("incast_hotspot", "major")] and c.shared == []
+
+
+def test_a_peer_only_hotspot_is_a_warning_keyed_as_the_page() -> None:
+    """The peer judgement opens the ticket early; the absolute one, when it comes, updates the same key."""
+    early = Correlator(TOPO).correlate([f("congestion_vs_peers", HOST.b, severity="warning", cause="incast_hotspot")])
+    late = Correlator(TOPO).correlate([f("congestion", HOST.b, severity="major", cause="incast_hotspot")])
+    assert [(d.key, d.severity) for d in early] == [(late[0].key, "warning")]
