@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.base import Detector
+from fabricwatch.detectors.baseline import same_keys
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import Increase, Keyed, keyed, sig, ts_or
 from fabricwatch.records import Finding, Window
@@ -111,6 +112,7 @@ class Corruption(Detector):
         self.ports = pd.Index([], dtype=object)  # the ports of ``acc``'s rows
         self.acc = np.zeros((0, len(ACC)))  # per port: the decayed sums of ACC; until = last step used
         self.last_end: float | None = None
+        self._rows: tuple[pd.Index, np.ndarray] | None = None  # the last ports looked up, their rows in acc
 
     def _frames(self, at: Keyed) -> np.ndarray:
         if at.has("rx_packets_total"):
@@ -156,16 +158,20 @@ class Corruption(Detector):
         a step that is unknown (reset, wrap, stuck) adds nothing for that counter pair this tick.
         Returns the sums (ACC order) for ``at``'s ports."""
         index = pd.Index(np.asarray(at.index, dtype=object), dtype=object)
-        new = index.difference(self.ports)
-        if len(new):
-            self.ports = self.ports.append(new)
-            fresh = np.zeros((len(new), len(ACC)))
-            fresh[:, -1] = -np.inf
-            self.acc = np.vstack([self.acc, fresh])
+        if self._rows is not None and same_keys(self._rows[0], index):  # the last tick's ports: rows known
+            rows = self._rows[1]
+        else:
+            new = index.difference(self.ports)
+            if len(new):
+                self.ports = self.ports.append(new)
+                fresh = np.zeros((len(new), len(ACC)))
+                fresh[:, -1] = -np.inf
+                self.acc = np.vstack([self.acc, fresh])
+            rows = self.ports.get_indexer(index)
+            self._rows = (index, rows)
         if self.last_end is not None and end > self.last_end:
             self.acc[:, :-1] *= math.exp(-(end - self.last_end) / self.config.horizon_s)
         self.last_end = end if self.last_end is None else max(self.last_end, end)
-        rows = self.ports.get_indexer(index)
         until = self.acc[rows, -1]
         seen_before = {"crc": self.acc[rows, 0] > 0, "symbols": self.acc[rows, 2] > 0}  # an error already
         frames_col = "rx_packets_total" if at.has("rx_packets_total") else "rx_bytes_total"
@@ -271,3 +277,4 @@ class Corruption(Detector):
             acc = np.insert(acc, [OLD_ACC - 1, OLD_ACC - 1], 0.0, axis=1)
         self.acc = np.where(acc <= -1e300, -np.inf, acc)
         self.last_end = state.get("last_end")
+        self._rows = None

@@ -74,12 +74,16 @@ class Keyed:
         else:
             lane = pd.to_numeric(frame[keys[1]], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
             combined = first * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
-            combined[first < 0] = -1
             # dense re-coding (combined < ports x 64): sorted, and cheaper than hashing again
             present = np.zeros(len(uniques) * _LANE_SPAN, dtype=bool)
-            present[combined[first >= 0]] = True
+            if first.min() >= 0:  # no null key (the schema lets none through): no masks
+                present[combined] = True
+                codes = (np.cumsum(present) - 1)[combined]
+            else:
+                combined[first < 0] = -1
+                present[combined[first >= 0]] = True
+                codes = np.where(first >= 0, (np.cumsum(present) - 1)[combined], -1)
             uniq = np.flatnonzero(present)
-            codes = np.where(first >= 0, (np.cumsum(present) - 1)[combined], -1)
             lanes = np.unique(uniq % _LANE_SPAN)
             self.index = pd.MultiIndex(
                 levels=[names, pd.Index(lanes)],
@@ -136,9 +140,12 @@ class Keyed:
                 v = self._parent.values(column).take(self._take)
             elif column in self.frame.columns and self.n:
                 raw = self.frame[column]
-                if not pd.api.types.is_numeric_dtype(raw.dtype):
-                    raw = pd.to_numeric(raw, errors="coerce")  # e.g. object columns holding None
-                v = raw.to_numpy(dtype=np.float64, na_value=np.nan).take(self.rows)
+                if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "biuf":  # numpy-backed: no NA to map
+                    v = np.asarray(raw.to_numpy(), dtype=np.float64).take(self.rows)
+                else:
+                    if not pd.api.types.is_numeric_dtype(raw.dtype):
+                        raw = pd.to_numeric(raw, errors="coerce")  # e.g. object columns holding None
+                    v = raw.to_numpy(dtype=np.float64, na_value=np.nan).take(self.rows)
             else:
                 v = np.full(len(self.codes), np.nan)
             self._values[column] = v
@@ -149,15 +156,18 @@ class Keyed:
 
     def _grouped_median(self, v: np.ndarray) -> np.ndarray | None:
         """Medians through an (entities x samples) matrix padded with NaN: rows sorted, middle picked.
-        Several times faster than a groupby; None when one entity has far more rows than the rest.
-        When every entity has as many rows (a steady scrape), the grouped rows are the matrix."""
+        Several times faster than a groupby; None when the matrix would be far larger than the rows
+        (one entity with far more rows than the rest). Uneven counts are fine otherwise: a fleet's
+        switches scraped every 30 s beside hosts every 5 s leave most lanes one recent sample and
+        some six, a matrix of 5-6 columns. When every entity has as many rows (a steady scrape), the
+        grouped rows are the matrix."""
         if not self.n or not len(v):
             return np.full(self.n, np.nan)
         counts = self._ends - self._starts
         width = int(counts.max())
         if width * self.n == len(v):
             grid = np.sort(v.reshape(self.n, width), axis=1)  # NaN last
-        elif width > 4 * max(1, int(np.median(counts))) or width * self.n > 8 * len(v) + 1024:
+        elif width * self.n > 8 * len(v) + 1024:
             return None
         else:
             if self._grid is None:  # each row's cell: its entity's row, its place among the entity's rows
@@ -166,6 +176,9 @@ class Keyed:
             grid[self._grid] = v
             grid = grid.reshape(self.n, width)
             grid.sort(axis=1)  # NaN last
+        nan = np.isnan(grid[:, -1])  # sorted NaN last: a row without NaN has none in its last column
+        if not nan.any():  # every entity has ``width`` values (the usual case): the middle columns
+            return (grid[:, (width - 1) // 2] + grid[:, width // 2]) / 2
         k = width - np.isnan(grid).sum(axis=1)
         rows = np.arange(self.n)
         lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
@@ -382,23 +395,34 @@ class Keyed:
 def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(column.astype(str), sort=True)``: int64 codes (-1: null) and the sorted keys as an
     object array (looked up one at a time, pandas' Arrow-backed strings are slow). Arrow strings are
-    hashed once per run of equal consecutive keys: a scrape's rows of one source, or of one port's
-    lanes, come together, and comparing neighbours costs a fraction of hashing every row."""
+    hashed by Arrow's dictionary encoding (about half of pandas' factorize), once per run of equal
+    consecutive keys where runs are common: a scrape's rows of one source, or of one port's lanes,
+    come together, and comparing neighbours costs a fraction of hashing every row. A column without
+    runs (a port frame's ports: one row each per scrape) is encoded whole, without looking for them."""
     if getattr(column.dtype, "storage", None) == "pyarrow" and len(column) > 1:
         arrow = pa.array(column)
-        same = pc.equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1)).fill_null(False)
-        heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
-        if len(heads) <= len(column) // 2:
-            heads_only = arrow.take(pa.array(heads))
-            if isinstance(heads_only, pa.ChunkedArray):  # a frame from Arrow tables: one dictionary, not one a chunk
-                heads_only = heads_only.combine_chunks()
-            encoded = pc.dictionary_encode(heads_only)
-            keys = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
-            order = np.argsort(keys, kind="stable")  # str order, as pandas sorts them
-            rank = np.empty(len(order) + 1, dtype=np.int64)
-            rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
-            codes = rank[pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)]
-            return np.repeat(codes, np.diff(np.r_[heads, len(column)])), keys[order]
+        n = len(arrow)
+        heads = None
+        probe = min(n - 1, 1024)  # runs or not: the first neighbours tell (either way, the same codes)
+        if pc.sum(pc.equal(arrow.slice(1, probe), arrow.slice(0, probe)).fill_null(False)).as_py() * 3 >= probe:
+            same = pc.equal(arrow.slice(1), arrow.slice(0, n - 1)).fill_null(False)
+            heads = np.flatnonzero(np.r_[True, ~same.to_numpy(zero_copy_only=False)])
+            if len(heads) > n // 2:
+                heads = None
+        values = arrow if heads is None else arrow.take(pa.array(heads))
+        if isinstance(values, pa.ChunkedArray):  # a frame from Arrow tables: one dictionary, not one a chunk
+            values = values.combine_chunks()
+        encoded = pc.dictionary_encode(values)
+        # str order, as pandas sorts them: Arrow sorts UTF-8 bytes, which is code point order
+        # (Python's), and the keys are unique, so the order is the same as a stable argsort of them
+        order = pc.sort_indices(encoded.dictionary).to_numpy()
+        keys = np.asarray(encoded.dictionary.take(pa.array(order)).to_pylist(), dtype=object)
+        rank = np.empty(len(order) + 1, dtype=np.int64)
+        rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
+        codes = rank[pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)]
+        if heads is not None:
+            codes = np.repeat(codes, np.diff(np.r_[heads, n]))
+        return codes, keys
     codes, uniques = pd.factorize(column.astype(str), sort=True)
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
@@ -638,7 +662,8 @@ def lane_findings(
         return []
     ports = np.asarray(at.index.get_level_values(0), dtype=object)
     lanes = np.asarray(at.index.get_level_values(1))
-    totals = pd.Series(ports).value_counts()
+    port_code = np.asarray(at.index.codes[0])
+    totals = np.bincount(port_code, minlength=len(at.index.levels[0]))  # lanes reported, per port
     last_ts = at.last_ts()
     out: list[Finding] = []
     by_port: dict[str, list[int]] = {}
@@ -665,7 +690,7 @@ def lane_findings(
                 score=float(abs(value[pick] - reference[1][pick])) if reference is not None else 1.0,
                 attrs={
                     "lanes": sorted(int(lanes[i]) for i in rows),
-                    "lanes_total": int(totals.get(port, len(rows))),
+                    "lanes_total": int(totals[port_code[rows[0]]]),
                     metric: sig(value[pick]),
                 },
             )

@@ -187,7 +187,9 @@ def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]
     n = len(names)
     if n == 0 or not len(codes):
         return {}
-    order = np.argsort(codes, kind="stable")  # by source; the frame's ts order kept within a source
+    # by source, the frame's ts order kept within a source: a stable sort of 16-bit codes (a radix
+    # sort, several times faster than a merge sort of 64-bit ones); -1 (a null) first, as before
+    order = np.argsort((codes + 1).astype(np.uint16) if n < 1 << 16 else codes, kind="stable")
     c, t = codes[order], ts[order]
     ends = np.flatnonzero(np.r_[c[1:] != c[:-1], True])  # each source's last row: its newest ts
     out = {names[c[i]]: {"last": float(t[i])} for i in ends}

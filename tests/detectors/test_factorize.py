@@ -37,3 +37,25 @@ def test_factorize_equals_pandas_sorted_factorize(seed: int) -> None:
         np.testing.assert_array_equal(codes, want_codes)
         assert codes.dtype == np.int64 and keys.dtype == object
         assert keys.tolist() == list(want_keys)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_factorize_without_runs_equals_pandas_sorted_factorize(seed: int) -> None:
+    """Keys that rarely repeat their neighbour (a port frame: one row per port a scrape) take the path
+    that encodes the column whole; a long column with short runs after a run-free start, the other."""
+    rng = np.random.default_rng(seed)
+    names = np.array([f"leaf{i % 7}-0:p{i}" for i in range(3000)] + ["é", "B", "b", ""], dtype=object)
+    for n in (2, 50, 1500, 6000):
+        values = list(names[rng.integers(0, len(names), n)])
+        if rng.random() < 0.5:
+            values[int(rng.integers(0, n))] = None
+        mixed = values + list(np.repeat(names[rng.integers(0, len(names), n)], 3))  # runs after the probe
+        for keys in (values, mixed):
+            for column in (
+                pd.Series(keys, dtype="str"),
+                pa.table({"k": pa.chunked_array([keys[: n // 2], keys[n // 2 :]], type=pa.string())}).to_pandas()["k"],
+            ):
+                codes, uniques = factorize(column)
+                want_codes, want_keys = pd.factorize(column.astype(str), sort=True)
+                np.testing.assert_array_equal(codes, want_codes)
+                assert uniques.tolist() == list(want_keys)
