@@ -38,6 +38,13 @@ from fabricwatch.records import Finding, Window
 from fabricwatch.topology import Topology
 
 SNAPSHOT_VERSION = 1
+# Detectors whose findings include readings of a state (tracker.STEP_SYMPTOMS): link_state's link
+# down, optical_thresholds' light lost and dark lanes, gpu_xid's critical XIDs. The step tick
+# (EngineConfig.step_tick) runs these alone, halfway between full ticks. liveness' collector_silent is
+# left to the full ticks: it asks for an incident after a minute of silence (issue 9 item 2), and
+# judging silence needs every kind's rows, which is most of a full tick's window cost.
+STEP_DETECTORS: tuple[str, ...] = ("gpu_xid", "link_state", "optical_thresholds")
+STEP_KINDS: frozenset[str] = frozenset({"gpu", "optical", "port"})  # the kinds they read (modules: always)
 # Detectors that compare across the whole cluster and cannot be split into a stage-1 summary and a
 # stage-2 judge: not run by a stage 1 that sees part of it. None now (cooling_loop's judge is stage 2's).
 CLUSTER_DETECTORS: frozenset[str] = frozenset()
@@ -56,7 +63,16 @@ class Stage1:
             for n in cfg.enabled()
             if not (split and n in CLUSTER_DETECTORS)
         ]
+        # The step tick's detectors: instances of their own, so that a step tick changes nothing any
+        # full tick remembers (link_state's down spells and events, say): a full tick sees what it
+        # would without step ticks, and the step detectors are a full tick's, on the shifted grid.
+        self.step_detectors: list[Detector] = (
+            [detector_class(n)(cfg.detector(n), recent_s=cfg.recent_s) for n in STEP_DETECTORS if n in cfg.enabled()]
+            if cfg.step_tick
+            else []
+        )
         self.findings: list[Finding] = []  # the last tick's findings (the processor stores and publishes them)
+        self.step_findings: list[Finding] = []  # the last step tick's (published to a split stage 2, not stored)
         self.errors: list[str] = []  # the last tick's detector failures, "name: error" (never fatal)
         self.unconsumed: dict[str, int] = {}  # correlation is stage 2's: it counts what no rule reads
         # Symptoms of the summaries stage 2's judges read (``cooling_loop_sample``): transport to stage
@@ -74,37 +90,64 @@ class Stage1:
     def every_s(self) -> float:
         return self.config.every_s
 
+    @property
+    def step_kinds(self) -> frozenset[str]:
+        """The telemetry kinds a step tick's window needs (empty: no step ticks)."""
+        return STEP_KINDS if self.step_detectors else frozenset()
+
     def detect(self, window: Window) -> list[Finding]:
         """Every detector over the window, findings in a stable order. A detector that fails is
         reported in :attr:`errors` and skipped for the tick; the others still run."""
+        self.findings = self._detect(self.detectors, window)
+        return self.findings
+
+    def detect_step(self, window: Window) -> list[Finding]:
+        """The step tick: the step detectors over the window (of :attr:`step_kinds`). Every finding they
+        make goes on (a switch's outage count, an inventory port: correlation needs them to place the
+        steps); stage 2 opens only step incidents from them (:meth:`Stage2.run_step`)."""
+        self.step_findings = self._detect(self.step_detectors, window)
+        return self.step_findings
+
+    def _detect(self, detectors: list[Detector], window: Window) -> list[Finding]:
         findings: list[Finding] = []
         self.errors = []
-        for detector in self.detectors:
+        for detector in detectors:
             try:
                 findings += detector.detect(window)
             except Exception as exc:  # a long-running service never dies on its data
                 self.errors.append(f"{detector.name}: {type(exc).__name__}: {exc}")
-        self.findings = sorted(with_offsets(findings, window), key=finding_order)
-        return self.findings
+        return sorted(with_offsets(findings, window), key=finding_order)
 
     def run(self, window: Window, now: float) -> list[Incident]:
         """The processor's Engine protocol: findings only; incidents are stage 2's."""
         self.detect(window)
         return []
 
+    def run_step(self, window: Window, now: float) -> list[Incident]:
+        """A step tick, as :meth:`run`: findings only (:attr:`step_findings`)."""
+        self.detect_step(window)
+        return []
+
     def forget(self, sources: Mapping[str, float]) -> None:
         """These sources' partitions went to another processor: each detector drops what it keeps of them."""
-        for detector in self.detectors:
+        for detector in self.detectors + self.step_detectors:
             detector.forget(sources)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "detectors": {d.name: d.snapshot() for d in self.detectors}}
+        state: dict[str, Any] = {"version": SNAPSHOT_VERSION}
+        state["detectors"] = {d.name: d.snapshot() for d in self.detectors}
+        if self.step_detectors:
+            state["step_detectors"] = {d.name: d.snapshot() for d in self.step_detectors}
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
         check_version(state)
-        saved = state.get("detectors", {})
-        for d in self.detectors:
-            d.restore(saved.get(d.name, {}))
+        for detectors, saved in (
+            (self.detectors, state.get("detectors", {})),
+            (self.step_detectors, state.get("step_detectors", {})),  # a state from before step ticks: none
+        ):
+            for d in detectors:
+                d.restore(saved.get(d.name, {}))
 
 
 class Stage2:
@@ -127,6 +170,8 @@ class Stage2:
             judge(cfg.detector(n)) for n in cfg.enabled() if (judge := detector_class(n).judge) is not None
         ]
         self.correlator = Correlator(topology, self.config)
+        # the step ticks' own: a step tick leaves the full tick's diagnoses and held outages as they were
+        self.step_correlator = Correlator(topology, self.config)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
         self.judged: list[Finding] = []  # of those, the ones its judges made (no stage 1 has them)
@@ -143,6 +188,17 @@ class Stage2:
         self.diagnoses = self.correlator.correlate(self.findings)
         self.unconsumed = self.correlator.unconsumed
         return self.tracker.update(self.diagnoses, now, silent_entities(self.findings))
+
+    def run_step(self, findings: list[Finding], now: float) -> list[Incident]:
+        """A step tick's findings (:meth:`Stage1.detect_step`, from every processor) → step incidents
+        opened now; the full ticks do the rest (debounce, refinement, resolution). A link seen down from
+        one end only, the other end a switch that has not said so, waits for the full tick: it may be
+        the first link of that switch's reboot seen (a rebooting switch reports nothing, and its far
+        ends are scraped at their own phases), which must fold into one switch incident, not page
+        first (:func:`one_sided_switch_link`)."""
+        diagnoses = self.step_correlator.correlate(findings)
+        steps = [d for d in diagnoses if not one_sided_switch_link(d, self.topology)]
+        return self.tracker.update_step(steps, now)
 
     def judge(self, findings: list[Finding]) -> list[Finding]:
         """The tick's findings with each judge's samples replaced by its findings, in
@@ -182,6 +238,18 @@ class Stage2:
     def restore_judges(self, saved: dict[str, Any]) -> None:
         for j in self.judges:
             j.restore(saved.get(j.name, {}))
+
+
+def one_sided_switch_link(d: Diagnosis, topology: Topology) -> bool:
+    """A link down (or dark both ways) whose findings are all about one end, the other end a switch's
+    port: that switch may be rebooting, not reporting, with its other links not yet read down."""
+    if d.cause not in ("link_down", "link_flap") or not d.anchor.startswith("link:"):
+        return False
+    link = topology.link_by_id.get(d.anchor.removeprefix("link:"))
+    if link is None:
+        return False
+    shown = {f.id for f in d.findings}
+    return any(end not in shown and topology.port_device[end] in topology.switch_by_name for end in (link.a, link.b))
 
 
 def check_version(state: Any) -> None:
