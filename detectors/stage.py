@@ -27,9 +27,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from fabricwatch.detectors.base import Detector, Judge, detector_class
 from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
+from fabricwatch.detectors.frames import keyed
 from fabricwatch.detectors.liveness import silent_entities
 from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
@@ -45,6 +48,12 @@ SNAPSHOT_VERSION = 1
 # judging silence needs every kind's rows, which is most of a full tick's window cost.
 STEP_DETECTORS: tuple[str, ...] = ("gpu_xid", "link_state", "optical_thresholds")
 STEP_KINDS: frozenset[str] = frozenset({"gpu", "optical", "port"})  # the kinds they read (modules: always)
+# A link read down beside a switch that has not said so is opened by a step tick only when another of
+# that switch's links was read up at least this long after it went down: a reboot takes every port at
+# once, so a link up after that is no reboot. One second is five times the residual jitter of corrected
+# source clocks (0.2 s in bench/step_latency.py's fleet), so a scrape stamped just before the outage
+# cannot pass for one after it. (Also the processor's grace for late scrapes.)
+SWITCH_ALIVE_AFTER_S = 1.0
 # Detectors that compare across the whole cluster and cannot be split into a stage-1 summary and a
 # stage-2 judge: not run by a stage 1 that sees part of it. None now (cooling_loop's judge is stage 2's).
 CLUSTER_DETECTORS: frozenset[str] = frozenset()
@@ -105,7 +114,7 @@ class Stage1:
         """The step tick: the step detectors over the window (of :attr:`step_kinds`). Every finding they
         make goes on (a switch's outage count, an inventory port: correlation needs them to place the
         steps); stage 2 opens only step incidents from them (:meth:`Stage2.run_step`)."""
-        self.step_findings = self._detect(self.step_detectors, window)
+        self.step_findings = switch_alive(self._detect(self.step_detectors, window), window)
         return self.step_findings
 
     def _detect(self, detectors: list[Detector], window: Window) -> list[Finding]:
@@ -240,10 +249,44 @@ class Stage2:
             j.restore(saved.get(j.name, {}))
 
 
+def switch_alive(findings: list[Finding], window: Window) -> list[Finding]:
+    """Each ``link_down`` on a link to a switch, marked ``switch_alive`` when another link of that switch
+    was read up (at either end) :data:`SWITCH_ALIVE_AFTER_S` after it went down: the switch is not
+    rebooting, so the link is down on its own (:func:`one_sided_switch_link`). Both ends of a leaf's
+    links are in its processor's window; a spine's other links mostly are not (they are keyed by their
+    leaves), so a spine's link seen from one end waits for the full tick."""
+    t = window.topology
+    down = [f for f in findings if f.symptom == "link_down" and f.id in t.port_link]
+    if not down:
+        return findings
+    ports = keyed(window, "port")
+    up = {
+        name
+        for name, state, ts in zip(ports.names, ports.last("state"), ports.last_ts(), strict=True)
+        if state >= 1 and np.isfinite(ts)
+    }
+    seen = dict(zip(ports.names, ports.last_ts(), strict=True))
+    alive: set[str] = set()
+    for f in down:
+        link = t.port_link[f.id]
+        after = f.first_seen + SWITCH_ALIVE_AFTER_S
+        for end in (link.a, link.b):
+            switch = t.port_device[end]
+            if switch not in t.switch_by_name:
+                continue
+            others = [t.port_link[p] for p in t.ports_of_device(switch) if p in t.port_link and p != end]
+            if any(p in up and seen[p] >= after for o in others for p in (o.a, o.b)):
+                alive.add(f.id)
+    return [dataclasses.replace(f, attrs={**f.attrs, "switch_alive": True}) if f.id in alive else f for f in findings]
+
+
 def one_sided_switch_link(d: Diagnosis, topology: Topology) -> bool:
     """A link down (or dark both ways) whose findings are all about one end, the other end a switch's
-    port: that switch may be rebooting, not reporting, with its other links not yet read down."""
+    port: that switch may be rebooting, not reporting, with its other links not yet read down; unless
+    another of its links was read up since (``switch_alive``, :func:`switch_alive`)."""
     if d.cause not in ("link_down", "link_flap") or not d.anchor.startswith("link:"):
+        return False
+    if any(f.attrs.get("switch_alive") for f in d.roots):
         return False
     link = topology.link_by_id.get(d.anchor.removeprefix("link:"))
     if link is None:

@@ -8,6 +8,7 @@ from fabricwatch.detectors.config import EngineConfig
 from fabricwatch.detectors.stage import STEP_DETECTORS, Stage1, Stage2
 from fabricwatch.records import Finding
 from fabricwatch.topology import generate
+from tests.detectors.synth import Timeline
 
 TOPO = generate(128, rails=8, gpus_per_node=8)
 HOST = TOPO.links[3]  # node000/gpu3:p0 <-> leaf3-0:p00
@@ -55,3 +56,39 @@ def test_step_detectors_are_their_own_and_saved_with_the_state() -> None:
     assert set(stage1.snapshot()["step_detectors"]) == set(STEP_DETECTORS)
     off = Stage1(TOPO, EngineConfig(step_tick=False))
     assert off.step_detectors == [] and off.step_kinds == frozenset() and "step_detectors" not in off.snapshot()
+
+
+LEAF = TOPO.port_device[HOST.b]
+FAR = sorted(
+    {TOPO.gpu_node.get(d, d) for d in (TOPO.port_device[TOPO.port_peer[p]] for p in TOPO.ports_of_device(LEAF))}
+)
+
+
+def step_tick(tl: Timeline, at: float) -> list:
+    stage1, stage2 = Stage1(TOPO), Stage2(TOPO)
+    found = stage1.detect_step(tl.window(at))
+    return [f for f in found if f.symptom == "link_down"], stage2.run_step(found, now=tl.start + at + 1.0)
+
+
+def test_a_host_link_down_beside_a_live_leaf_not_scraped_yet_opens_at_the_step_tick() -> None:
+    """The leaf (scraped every 30-60 s in production) has not read its end yet, but its other links'
+    hosts read theirs up since: the leaf is not rebooting."""
+    tl = Timeline(TOPO, duration=120, seed=2)
+    tl.silence(LEAF, 50)
+    tl.put("port", "state", 0, start=60, port=HOST.a)
+    (down_,), (inc,) = step_tick(tl, 66.0)
+    assert down_.attrs["switch_alive"] and (inc.cause, inc.location["id"]) == ("link_down", HOST.id)
+
+
+def test_the_first_link_of_a_leaf_reboot_read_down_waits_for_the_tick() -> None:
+    """The leaf silent, one host has read its link down, the far ends of its other links (hosts, spines)
+    not read since: one link of a reboot looks like that; the full tick decides (a switch incident once
+    more of them read down)."""
+    tl = Timeline(TOPO, duration=120, seed=2)
+    tl.silence(LEAF, 60)
+    for far in FAR:
+        if far != TOPO.gpu_node[TOPO.port_device[HOST.a]]:
+            tl.silence(far, 59)
+    tl.put("port", "state", 0, start=60, port=HOST.a)
+    (down_,), opened = step_tick(tl, 66.0)
+    assert "switch_alive" not in down_.attrs and opened == []
