@@ -35,7 +35,8 @@ import pandas as pd
 from fabricwatch.detectors.base import Detector, Judge
 from fabricwatch.detectors.baseline import BaselineConfig, Baselines, Gate
 from fabricwatch.detectors.frames import Keyed, keyed, recent, sig, ts_or
-from fabricwatch.detectors.gpu_peers import loop_of
+from fabricwatch.detectors.gpu_peers import PEER_LOAD_MARGIN_PCT, loop_of
+from fabricwatch.detectors.gpu_temp import GPU_HOT_C
 from fabricwatch.records import Finding, Window
 
 SAMPLE = "cooling_loop_sample"  # stage 1 → stage 2: what one processor's window holds of a loop
@@ -50,16 +51,23 @@ WARM = "cooling_loop_warm"  # stage 2 → correlation rule 1
 # (the simulator's) take twice as much. A sample stays far under Kafka's 1 MB message limit; a loop
 # split over n processors costs its per-loop part n times.
 
+# A loop's alarm margin and how near its baseline the excess must be to be learnt: half the margin, so a
+# fault developing is not learnt (gpu_model gates what it learns by the same share).
+LOOP_EXCESS_C = 6.0
+BASELINE_GATE_C = 3.0
+# GPU temperature sensors read in whole degrees (nvidia-smi, NVML): a level that moved less than this
+# over the window holds still (gpu_model judges its loop peers' level by the same).
+SETTLED_C = 1.0
+
 
 class CoolingLoopConfig(BaselineConfig):
-    loop_excess_c: float = 6.0  # a loop's median GPU above the other loops' median, beyond its own baseline
+    loop_excess_c: float = LOOP_EXCESS_C  # a loop's median GPU above the other loops' median, beyond its own baseline
     loop_excess_abs_c: float = 12.0  # ... or this much above without a baseline (no baseline learnt yet)
-    baseline_gate_c: float = 3.0  # the excess is learnt only while within this of its baseline
-    gpu_peer_load_margin_pct: float = 15.0  # loops whose loads differ by more than this are not peers
-    # (as gpu_peers'); a load step by more than this starts the loop's baseline afresh
-    settled_c: float = 1.0  # a loop whose level moved less than this over the window holds still (GPU
-    # temperature sensors read in whole degrees: nvidia-smi, NVML)
-    gpu_hot_c: float = 85.0  # GPUs at this temperature make the finding critical (as gpu_temp's limit)
+    baseline_gate_c: float = BASELINE_GATE_C  # the excess is learnt only while within this of its baseline
+    gpu_peer_load_margin_pct: float = PEER_LOAD_MARGIN_PCT  # loops whose loads differ by more than this are
+    # not peers (gpu_peers' default); a load step by more than this starts the loop's baseline afresh
+    settled_c: float = SETTLED_C  # a loop whose level moved less than this over the window holds still
+    gpu_hot_c: float = GPU_HOT_C  # GPUs at this temperature make the finding critical (gpu_temp's default)
 
 
 @dataclass(frozen=True, slots=True)

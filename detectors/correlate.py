@@ -36,7 +36,13 @@ findings it explains, so a finding is folded into one diagnosis at most:
    errors with normal optical power → transceiver_fault (the port counting the worst errors).
 6b. corruption (CRC / symbol errors below the 1 % loss rule) on a link no rule above explained or
    covered: transceiver_fault at the port counting them (errors with normal optical power, DESIGN §4);
-   with optical evidence on the link, rule 6 has already folded it into its optical cause.
+   with optical evidence on the link, rule 6 has already folded it into its optical cause. A receive
+   dip below the change rule's threshold (``rx_power_dip``: the lane's own noise, detectors/
+   optical_baseline.py) at the corrupting port, with neither a transmit dip at the far end nor a
+   receive dip there, is light lost on one direction's way: connector_contamination (link), as rule 6
+   says of a drop (issue 9: "a small one-direction dip that comes with new CRC errors points at the
+   connector or fibre, not at the transceiver"). Dips are hints: claimed first, never folded elsewhere
+   and never an incident alone.
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
    upstream is folded into the nearest of them (hops over the topology).
 
@@ -93,6 +99,7 @@ SUSTAINED = {"ber_above_limit", "ber_high", "ber_rise", "packet_loss"}
 # Light lost on the way (or a dark module): explains a link's errors without its switch.
 OPTICAL_LOSS = RX_LOW | TX_LOW | {"loss_of_light", "tx_dark"}
 TRAFFIC = {"pause_upstream", "pfc_storm_source", "congestion"}
+DIPS = {"rx_power_dip", "tx_power_dip"}  # a change within the lane's noise floor x 10: a hint, rule 6b
 FORECAST = {"tx_power_falling"}  # a trend that will cross the module's alarm: a ticket before the page
 # What a link problem must include to be worth an incident (a lone rise is a hint, not a page).
 ACTIONABLE = (
@@ -115,7 +122,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "link_flap/link_down": frozenset(STATE | {"loss_of_light", "tx_dark"}),
     "switch_fault": frozenset(ERRORS | {"ber_high", "ber_rise"}),
     "link": frozenset(RX_LOW | TX_LOW | BIAS_UP | ERRORS | STATE | PORT_HEAT | ACTIONABLE),
-    "corruption": frozenset({"corruption"}),
+    "corruption": frozenset({"corruption"} | DIPS),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
     "laser_degradation forecast": frozenset(FORECAST),
     "collector": frozenset({"collector_silent", "seq_gap"}),  # detectors/liveness.py
@@ -257,6 +264,7 @@ class Correlator:
         pool = _Pool(sorted(findings, key=finding_order))
         out: list[Diagnosis] = []
         self._inventory(pool)
+        dips = {(f.id, f.symptom): f for f in pool.take(pool.free(entity="port", symptoms=DIPS))}
         out += self._cooling(pool)
         out += self._xid(pool)
         out += self._gpu_heat(pool)
@@ -264,7 +272,7 @@ class Correlator:
         out += self._link_state(pool)
         out += self._switch(pool)
         out += self._links(pool)
-        out += self._corruption(pool, out)
+        out += self._corruption(pool, out, dips)
         out += self._forecasts(pool)
         out += self._traffic(pool)
         for d in collector_diagnoses(pool):  # a silent source: its own incident, apart from the fabric
@@ -541,9 +549,10 @@ class Correlator:
         cause = "laser_degradation" if first.symptom == "bias_high_alarm" else "transceiver_fault"
         return cause, "port", first.id, [first]
 
-    def _corruption(self, pool: _Pool, found: list[Diagnosis]) -> list[Diagnosis]:
+    def _corruption(self, pool: _Pool, found: list[Diagnosis], dips: dict[tuple[str, str], Finding]) -> list[Diagnosis]:
         """Rule 6b: a corrupting link that no wider root explains (a switch fault, a hot GPU or loop
-        covering it) is its transceiver's fault, located at the port that counts the errors."""
+        covering it) is its transceiver's fault, located at the port that counts the errors; the
+        connector's (the link) where that port's receive light dipped in its direction only."""
         explained = pool.claimed_anchors | {d.anchor for d in found} | {a for d in found for a in d.covers}
         by_anchor: dict[str, list[Finding]] = {}
         for f in pool.free(entity="port", symptoms={"corruption"}):
@@ -553,7 +562,13 @@ class Correlator:
             worst = max(by_anchor[anchor], key=lambda f: (f.score, f.id))
             roots = pool.take([worst])
             rest = pool.take(pool.free(entity="port", ids=set(self.link_ends(worst.id)), exclude=TRAFFIC))
-            out.append(Diagnosis("transceiver_fault", "port", worst.id, anchor, roots, rest))
+            dip = dips.get((worst.id, "rx_power_dip"))
+            far = [end for end in self.link_ends(worst.id) if end != worst.id]
+            if dip is not None and far and not any((far[0], s) in dips for s in DIPS):
+                entity, ident = _link_location(anchor)
+                out.append(Diagnosis("connector_contamination", entity, ident, anchor, [*roots, dip], rest))
+            else:
+                out.append(Diagnosis("transceiver_fault", "port", worst.id, anchor, roots, rest))
         return out
 
     def _forecasts(self, pool: _Pool) -> list[Diagnosis]:

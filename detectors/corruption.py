@@ -9,10 +9,28 @@ So each port's errors, frames and symbol-error time are accumulated tick by tick
 once), decaying with ``horizon_s`` (an hour, the span of NVSentinel's rule), and the open test runs
 on those sums; the clear test runs on the window, so a repaired link clears within a window.
 
-Three guards keep stray errors from paging: the count must be improbable at the open rate
+Four guards keep stray errors from paging: the count must be improbable at the open rate
 (a Poisson tail below ``alpha``, so two CRC errors on an idle port are not a rate), the errors must
-come in ≥ ``min_error_steps`` scrape intervals (one burst is an event, e.g. a retrain), and a counter
-that reset, wrapped or stuck in the window is unknown (frames.Keyed.steps): no finding either way.
+come in ≥ ``min_error_steps`` scrape intervals (one burst is an event, e.g. a retrain), a counter
+that reset, wrapped or stuck in the window is unknown (frames.Keyed.steps): no finding either way,
+and clumped errors are counted as events, not errors.
+
+Events, not errors (ITU-T G.826): both rules are rates of sparse, independent errors (CorrOpt's
+random corruption; the IBTA BER budget behind NVSentinel's count). Short error bursts (a cable moved
+during rack work: REALISM.md, "burst errors make some uncorrectables") put many errors in one
+interval and none in the next ones; 20 bursts an hour of 5 failed codewords is 1,700 symbol errors an
+hour, a count far past 120 from a handful of events. So a counter's errors are judged only once
+``judge_intervals`` intervals have passed since its first error (G.826 declares a change of state
+only after ten consecutive seconds agree), and over those intervals they must not be clumped: if C
+independent errors (``symbol_errors_total`` in failed codewords, ≥ ``symbols_per_failed_codeword``
+each) fell at random in the N intervals since the first, the chance that they all fit in only the E
+intervals that saw errors is at most C(N, E)·(E/N)^C (the occupancy bound); below ``alpha`` the errors
+are clumped, and, as G.826 counts an errored second once however many errors it holds, each errored
+interval counts as one error in the open test. A steadily corrupting link (errors in about as many
+intervals as it has errors, or in every interval) is never clumped, so its test is the count's; the
+wait puts a strong fault's corruption finding ten intervals after its first error, by when its BER
+and failed codewords (detectors/pre_fec_ber.py, fec_uncorrectable.py) have paged. The sums decay over
+the hour like the counts, so the bound is read on recency-weighted intervals (the recent weigh most).
 
 Hysteresis: a port opens when its accumulated rates are significantly above the open rates (and its
 window rate is still at least the clear rate), and stays flagged until its window rates fall a decade
@@ -35,7 +53,10 @@ from fabricwatch.detectors.frames import Increase, Keyed, keyed, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 HOUR_S = 3600.0
-ACC = ("crc", "frames", "symbols", "span_s", "error_steps", "symbol_steps", "until")  # per-port sums
+# per-port sums; *_intervals: known intervals since the counter's first error (the spread's N)
+ACC = ("crc", "frames", "symbols", "span_s", "error_steps", "symbol_steps", "crc_intervals", "symbol_intervals",
+       "until")  # fmt: skip
+OLD_ACC = 7  # a snapshot from before the *_intervals columns: they restore as 0 (judged once seen again)
 
 
 class CorruptionConfig(DetectorConfig):
@@ -47,6 +68,22 @@ class CorruptionConfig(DetectorConfig):
     min_error_steps: int = 2  # errors in ≥ 2 scrape intervals: a single burst is an event, not a rate
     horizon_s: float = 3600.0  # sums decay over an hour: the span of NVSentinel's 120 errors/hour rule
     mtu_bytes: int = 4096  # RoCEv2 MTU, to count frames from bytes when frame counters are absent
+    # ITU-T G.826 Annex A: unavailable time starts (and ends) only after ten consecutive seconds agree;
+    # the same ten, in scrape intervals, before a counter's errors are judged as sparse or clumped
+    judge_intervals: int = 10
+    # RS(544,514) "KP4" FEC corrects up to 15 symbols (IEEE 802.3 cl. 91/134): a failed codeword holds
+    # ≥ 16 symbol errors, so symbols / 16 is at most the failed codewords when their spread is judged
+    # (were the symbol errors single and independent, fewer units only weakens the clumping test)
+    symbols_per_failed_codeword: int = 16
+
+
+def _rises_so_far(codes: np.ndarray, rose: np.ndarray) -> np.ndarray:
+    """Per step (grouped by entity, in time order), how many of its entity's steps up to and
+    including it rose."""
+    total = np.cumsum(rose)
+    starts = np.r_[0, np.flatnonzero(codes[1:] != codes[:-1]) + 1]
+    before = np.r_[0, total][starts]  # rises before each group's first step
+    return total - np.repeat(before, np.diff(np.r_[starts, len(codes)]))
 
 
 def poisson_tail(k: float, mu: float) -> float:
@@ -91,9 +128,11 @@ class Corruption(Detector):
             loss = np.where(frames > 0, crc.total / frames, np.nan)
             per_h = np.where(sym.span > 0, sym.total / sym.span * HOUR_S, np.nan)
         acc = self._accumulate(at, window.end)
-        crc_n, frames_n, sym_n, span_n, crc_steps, sym_steps = (acc[:, k] for k in range(6))
-        opens = self._opens(crc_n, frames_n * cfg.open_loss_rate, crc_steps) | self._opens(
-            sym_n, span_n * cfg.open_symbol_per_h / HOUR_S, sym_steps
+        crc_n, frames_n, sym_n, span_n, crc_steps, sym_steps, crc_int, sym_int = (acc[:, k] for k in range(8))
+        crc_events = self._events(crc_n, crc_steps, crc_int, 1.0)
+        sym_events = self._events(sym_n, sym_steps, sym_int, float(cfg.symbols_per_failed_codeword))
+        opens = self._opens(crc_events, frames_n * cfg.open_loss_rate, crc_steps) | self._opens(
+            sym_events, span_n * cfg.open_symbol_per_h / HOUR_S, sym_steps
         )
         with np.errstate(invalid="ignore"):
             above_clear = (loss >= cfg.clear_loss_rate) | (per_h >= cfg.clear_symbol_per_h)
@@ -128,6 +167,7 @@ class Corruption(Detector):
         self.last_end = end if self.last_end is None else max(self.last_end, end)
         rows = self.ports.get_indexer(index)
         until = self.acc[rows, -1]
+        seen_before = {"crc": self.acc[rows, 0] > 0, "symbols": self.acc[rows, 2] > 0}  # an error already
         frames_col = "rx_packets_total" if at.has("rx_packets_total") else "rx_bytes_total"
         per_frame = 1.0 if frames_col == "rx_packets_total" else 1.0 / self.config.mtu_bytes
         sums = {}
@@ -144,6 +184,9 @@ class Corruption(Detector):
             sums[name + "_ups"] = np.bincount(st.codes[fresh & (st.step > 0)], minlength=at.n)
             sums[name + "_dt"] = np.bincount(st.codes[fresh & ~st.unknown], weights=st.dt[fresh & ~st.unknown],
                                              minlength=at.n)  # fmt: skip
+            if name in seen_before:  # known intervals from the counter's first error on (this one's included)
+                since = seen_before[name][st.codes] | (_rises_so_far(st.codes, fresh & (st.step > 0)) > 0)
+                sums[name + "_since"] = np.bincount(st.codes[fresh & ~st.unknown & since], minlength=at.n)
         loss_ok = sums["crc_has"] & sums["frames_has"] & ~sums["crc_bad"] & ~sums["frames_bad"]
         sym_ok = sums["symbols_has"] & ~sums["symbols_bad"]
         add = np.zeros((at.n, len(ACC) - 1))
@@ -153,15 +196,32 @@ class Corruption(Detector):
         add[sym_ok, 3] = sums["symbols_dt"][sym_ok]
         add[loss_ok, 4] = sums["crc_ups"][loss_ok]
         add[sym_ok, 5] = sums["symbols_ups"][sym_ok]
+        add[loss_ok, 6] = sums["crc_since"][loss_ok]
+        add[sym_ok, 7] = sums["symbols_since"][sym_ok]
         self.acc[rows, :-1] += add
         last = at.last_ts()
         self.acc[rows, -1] = np.where(np.isfinite(last), np.fmax(until, last), until)
         return self.acc[rows]
 
+    def _events(self, count: np.ndarray, errored: np.ndarray, intervals: np.ndarray, unit: float) -> np.ndarray:
+        """Per entity, the count the open test judges: the errors, or one per errored interval where
+        they are clumped (``count``/``unit`` errors in ``errored`` of the ``intervals`` since the first,
+        the occupancy bound below ``alpha``); NaN (no test) before ``judge_intervals`` intervals."""
+        cfg = self.config
+        units = count / unit
+        out = np.where(intervals >= cfg.judge_intervals, count, np.nan)
+        maybe = np.flatnonzero((intervals >= cfg.judge_intervals) & (errored > 0) & (units > errored))
+        for i in maybe:
+            n, e, c = float(intervals[i]), min(float(errored[i]), float(intervals[i])), float(units[i])
+            log_bound = math.lgamma(n + 1) - math.lgamma(e + 1) - math.lgamma(n - e + 1) + c * math.log(e / n)
+            if log_bound <= math.log(cfg.alpha):
+                out[i] = errored[i]
+        return out
+
     def _opens(self, count: np.ndarray, expected: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """Per entity: the count is a rate above the open level, not noise (errors in several
         intervals, and improbable at the open level)."""
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"):  # a NaN count (not judged yet) never opens
             maybe = (steps >= self.config.min_error_steps) & (expected > 0) & (count > expected)
         out = np.zeros(len(count), dtype=bool)
         for i in np.flatnonzero(maybe):
@@ -205,6 +265,9 @@ class Corruption(Detector):
     def restore(self, state: dict[str, Any]) -> None:
         self.open = set(state.get("open", ()))
         self.ports = pd.Index(list(state.get("ports", ())), dtype=object)
-        acc = np.asarray(state.get("acc", ()), dtype=np.float64).reshape(len(self.ports), len(ACC))
+        acc = np.asarray(state.get("acc", ()), dtype=np.float64)
+        acc = acc.reshape(len(self.ports), acc.size // len(self.ports) if len(self.ports) else len(ACC))
+        if acc.shape[1] == OLD_ACC:
+            acc = np.insert(acc, [OLD_ACC - 1, OLD_ACC - 1], 0.0, axis=1)
         self.acc = np.where(acc <= -1e300, -np.inf, acc)
         self.last_end = state.get("last_end")

@@ -41,27 +41,37 @@ import pandas as pd
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import RECENT_S, DetectorConfig
+from fabricwatch.detectors.cooling_loop import BASELINE_GATE_C, LOOP_EXCESS_C, SETTLED_C
 from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, recent, sig, ts_or
-from fabricwatch.detectors.gpu_peers import loop_of, nanmedian_rows
+from fabricwatch.detectors.gpu_peers import (
+    MAD_SD,
+    PEER_LOAD_MARGIN_PCT,
+    PEER_MAD_K,
+    PEER_MIN,
+    loop_of,
+    nanmedian_rows,
+)
+from fabricwatch.detectors.gpu_temp import GPU_HOT_C
 from fabricwatch.records import Finding, Window
 
 SYMPTOM = "gpu_hot_for_power"
-MAD_SD = 1.4826  # a Gaussian's standard deviation per median absolute deviation
 
 
 class GpuModelConfig(DetectorConfig):
-    model_k: float = 5.0  # robust standard deviations of the healthy residuals (as gpu_peers' gpu_peer_mad_k)
+    model_k: float = PEER_MAD_K  # robust standard deviations of the healthy residuals (gpu_peers' default)
     # ... and never less than this above the prediction: the residual sums three values read in NVML's
     # whole degrees (the GPU's median, its peers' median, its learnt offset), each up to 1 °C off
     model_floor_c: float = 3.0
-    # learnt only within half the alarm margin of the prediction, as cooling_loop learns its baseline
-    # within half its margin (baseline_gate_c 3 of loop_excess_c 6): a fault developing is not learnt
-    model_gate_fraction: float = 0.5
-    settled_c: float = 1.0  # peers whose level moved less than this over the window hold still
-    # (cooling_loop's settled_c: sensors read in whole degrees)
-    gpu_peer_load_margin_pct: float = 15.0  # a GPU whose utilisation moved more is in a load step (gpu_peers')
-    gpu_peer_min: int = 4  # fewer loop peers than this: no loop level to compare with (gpu_peers')
-    gpu_hot_c: float = 85.0  # a GPU this hot (gpu_temp's limit) is never learnt: NVML's thermal slowdown
+    # learnt only within this share of the alarm margin of the prediction, the share within which
+    # cooling_loop learns its baseline (its default gate over its margin: half): a fault developing is
+    # not learnt
+    model_gate_fraction: float = BASELINE_GATE_C / LOOP_EXCESS_C
+    settled_c: float = SETTLED_C  # peers whose level moved less than this over the window hold still
+    # (cooling_loop's default: sensors read in whole degrees)
+    gpu_peer_load_margin_pct: float = PEER_LOAD_MARGIN_PCT  # a GPU whose utilisation moved more is in a
+    # load step (gpu_peers' default)
+    gpu_peer_min: int = PEER_MIN  # fewer loop peers than this: no loop level to compare with (gpu_peers')
+    gpu_hot_c: float = GPU_HOT_C  # a GPU this hot (gpu_temp's default) is never learnt: NVML's thermal slowdown
     # engages from there (the max operating temperature), so throttled rows stay out too
     model_min_rows: int = 3  # a GPU's healthy rows before it is judged: a median of three outvotes one bad row
     model_rows: int = 32  # healthy rows kept per GPU

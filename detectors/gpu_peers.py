@@ -17,6 +17,12 @@ from fabricwatch.detectors.frames import first_crossing, keyed, recent, sig, ts_
 from fabricwatch.records import Finding, Window
 
 MIN_SPREAD_C = 1.0  # floor of the robust standard deviation: sensors read in whole or half degrees
+MAD_SD = 1.4826  # a Gaussian's standard deviation per median absolute deviation (1 / Φ⁻¹(3/4))
+# The peer comparison's defaults (GpuPeerConfig below), kept here so that the detectors comparing a GPU
+# or a loop with its peers the same way (gpu_model, cooling_loop) take theirs from one place:
+PEER_MAD_K = 5.0  # robust standard deviations of the peers' spread
+PEER_MIN = 4  # fewer peers than this: no peer comparison
+PEER_LOAD_MARGIN_PCT = 15.0  # a GPU whose utilisation differs by more than this is not a peer
 
 
 def nanmedian_rows(x: np.ndarray) -> np.ndarray:
@@ -48,9 +54,9 @@ def loop_of(window: Window) -> np.ndarray:
 
 class GpuPeerConfig(DetectorConfig):
     gpu_peer_excess_c: float = 10.0  # hotter than the median of its cooling-loop peers by this much
-    gpu_peer_mad_k: float = 5.0  # ... and by this many robust standard deviations of the peers' spread
-    gpu_peer_min: int = 4  # fewer peers than this: no peer comparison
-    gpu_peer_load_margin_pct: float = 15.0  # a GPU busier than its peers by more than this is not compared
+    gpu_peer_mad_k: float = PEER_MAD_K  # ... and by this many robust standard deviations of the peers' spread
+    gpu_peer_min: int = PEER_MIN  # fewer peers than this: no peer comparison
+    gpu_peer_load_margin_pct: float = PEER_LOAD_MARGIN_PCT  # a GPU busier than its peers by more: not compared
 
 
 class GpuPeerThermal(Detector):
@@ -81,7 +87,7 @@ class GpuPeerThermal(Detector):
             med = nanmedian_rows(peers)
             mad = nanmedian_rows(np.abs(peers - med[:, None]))
             peer_median[idx] = np.where(enough, med, np.nan)
-            peer_spread[idx] = np.where(enough, np.maximum(1.4826 * mad, MIN_SPREAD_C), np.nan)
+            peer_spread[idx] = np.where(enough, np.maximum(MAD_SD * mad, MIN_SPREAD_C), np.nan)
         excess = temp - peer_median
         with np.errstate(invalid="ignore"):
             hot = (excess >= cfg.gpu_peer_excess_c) & (excess >= cfg.gpu_peer_mad_k * peer_spread)

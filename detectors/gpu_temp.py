@@ -35,8 +35,13 @@ def reasons(mask: int) -> list[str]:
     return [name for bit, name in CLOCKS_EVENT_REASONS.items() if mask & bit]
 
 
+# The seeds' rule; NVIDIA's "max operating" (gpu_temp_max_gpu_threshold) on A100. The detectors that
+# judge by the same limit (cooling_loop, gpu_model) take their default from here.
+GPU_HOT_C = 85.0
+
+
 class GpuTemperatureConfig(DetectorConfig):
-    gpu_hot_c: float = 85.0  # the seeds' rule; NVIDIA's "max operating" (gpu_temp_max_gpu_threshold) on A100
+    gpu_hot_c: float = GPU_HOT_C  # see the constant
     gpu_critical_c: float = 90.0  # a few degrees below the slowdown threshold (89-92 °C in nvidia-smi -q)
 
 

@@ -14,6 +14,12 @@ consecutive samples, learnt like a level): ``noise_k`` standard deviations, and 
 a noisy DOM needs more. Absolute readings carry the DOM's ±3 dB calibration error (SFF-8472); changes of
 one lane against itself do not.
 
+A smaller change that still stands ``noise_k`` of the lane's own noise clear of it (the noise floored
+at the DOM's ~0.01 dB resolution, REALISM.md) is a ``rx_power_dip`` / ``tx_power_dip``: a hint, never
+an incident alone (a reseat moves a lane by up to 0.75 dB). The correlator reads it beside corruption:
+a one-direction receive dip with new CRC errors and a steady far transmitter is the connector or the
+fibre, not the module (issue 9).
+
 A replaced module (its vendor, part or serial number changes in the ``module`` kind) starts the
 baselines of both ends of its link afresh: the new part launches at its own level, which the far end
 receives. So does a link that went down and retrained (``link_down_total`` rose at either end): a
@@ -48,6 +54,9 @@ class OpticalBaselineConfig(BaselineConfig):
     tx_drop_db: float = 1.0  # ... tx likewise (the laser fading) ...
     noise_k: float = 10.0  # ... and at least this many of the lane's own noise standard deviations (a
     # recent median of ~6 samples has ~0.5 σ of noise: 10 σ is ~20 of its own, for a fleet's lanes x ticks)
+    # a dip (rx/tx_power_dip) is noise_k of the lane's noise, floored at the DOM's resolution: "a module
+    # against its own history is precise (0.1 µW / ~0.01 dB resolution)" (REALISM.md, SFF-8472)
+    dom_resolution_db: float = 0.01
     noise_gate_frac: float = 1.0  # the noise is learnt while within ×2 of its learnt level ...
     noise_tau_s: float = 600.0  # ... measured once a window, averaging about ten windows' estimates
     bias_rise_frac: float = 0.10  # bias up 10 % vs baseline: a laser pushed harder for its light
@@ -59,7 +68,8 @@ class OpticalBaselineConfig(BaselineConfig):
 
 class OpticalBaseline(Detector):
     name = "optical_baseline"
-    emits = frozenset({"rx_power_drop", "tx_power_drop", "bias_rise", "module_temp_rise"})
+    emits = frozenset({"rx_power_drop", "tx_power_drop", "rx_power_dip", "tx_power_dip", "bias_rise",
+                       "module_temp_rise"})  # fmt: skip
     Config = OpticalBaselineConfig
     config: OpticalBaselineConfig
 
@@ -102,6 +112,11 @@ class OpticalBaseline(Detector):
         noise = learnt if measured is None else {m: np.fmax(learnt[m], measured[m]) for m in NOISE}
         rx_step = np.fmax(cfg.rx_drop_db, cfg.noise_k * noise["rx_noise_db"])
         tx_step = np.fmax(cfg.tx_drop_db, cfg.noise_k * noise["tx_noise_db"])
+        # a dip needs the lane's noise measured: before that, only a drop is judged
+        rx_dip = np.where(np.isfinite(noise["rx_noise_db"]),
+                          cfg.noise_k * np.fmax(noise["rx_noise_db"], cfg.dom_resolution_db), np.inf)  # fmt: skip
+        tx_dip = np.where(np.isfinite(noise["tx_noise_db"]),
+                          cfg.noise_k * np.fmax(noise["tx_noise_db"], cfg.dom_resolution_db), np.inf)  # fmt: skip
         with np.errstate(invalid="ignore"):
             alive = (rx > cfg.loss_of_light_dbm) & (tx > cfg.loss_of_light_dbm)
             lit_rx = rx > cfg.loss_of_light_dbm
@@ -112,6 +127,12 @@ class OpticalBaseline(Detector):
                  base["rx_power_dbm"] - rx_step, True),
                 ("tx_power_drop", "tx_power_dbm", lit_tx & (base["tx_power_dbm"] - tx >= tx_step),
                  base["tx_power_dbm"] - tx_step, True),
+                ("rx_power_dip", "rx_power_dbm",
+                 lit_rx & (base["rx_power_dbm"] - rx >= rx_dip) & ~(base["rx_power_dbm"] - rx >= rx_step),
+                 base["rx_power_dbm"] - rx_dip, True),
+                ("tx_power_dip", "tx_power_dbm",
+                 lit_tx & (base["tx_power_dbm"] - tx >= tx_dip) & ~(base["tx_power_dbm"] - tx >= tx_step),
+                 base["tx_power_dbm"] - tx_dip, True),
                 ("bias_rise", "bias_ma", bias >= base["bias_ma"] * (1 + cfg.bias_rise_frac),
                  base["bias_ma"] * (1 + cfg.bias_rise_frac), False),
                 ("module_temp_rise", "module_temp_c", temp - base["module_temp_c"] >= cfg.module_temp_rise_c,
@@ -122,7 +143,7 @@ class OpticalBaseline(Detector):
             if mask.any():
                 first = first_crossing(full, metric, threshold, below)
                 out += lane_findings(
-                    self.name, symptom, "minor" if metric.endswith("dbm") else "warning", now, mask, metric,
+                    self.name, symptom, "minor" if symptom.endswith("_drop") else "warning", now, mask, metric,
                     level[metric], first, worst="min" if below else "max", reference=("baseline", base[metric]),
                 )  # fmt: skip
         if self._swapped_at:  # learn a new module's level only from samples all taken after the swap

@@ -27,10 +27,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from fabricwatch.detectors.base import Detector, Judge, detector_class
-from fabricwatch.detectors.config import EngineConfig
+from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
 from fabricwatch.detectors.frames import keyed
 from fabricwatch.detectors.liveness import silent_entities
@@ -181,6 +182,7 @@ class Stage2:
         self.correlator = Correlator(topology, self.config)
         # the step ticks' own: a step tick leaves the full tick's diagnoses and held outages as they were
         self.step_correlator = Correlator(topology, self.config)
+        self._config_tickets = tuple(cfg.maintenance)  # the config's own change tickets (file_tickets adds)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
         self.judged: list[Finding] = []  # of those, the ones its judges made (no stage 1 has them)
@@ -191,6 +193,13 @@ class Stage2:
     @property
     def every_s(self) -> float:
         return self.config.every_s
+
+    def file_tickets(self, tickets: list[MaintenanceWindow]) -> None:
+        """Change tickets filed while running (fabricwatch/app/tickets.py) join the config's own; the
+        next tick reads them (one attribute swap: safe from another thread between ticks or in one)."""
+        base = list(self._config_tickets)
+        self.config = msgspec.structs.replace(self.config, maintenance=base + [t for t in tickets if t not in base])
+        self.correlator.config = self.step_correlator.config = self.config  # a step tick holds them too
 
     def run(self, findings: list[Finding], now: float) -> list[Incident]:
         self.findings = self.judge(findings)

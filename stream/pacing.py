@@ -16,8 +16,9 @@ Records that wait are not stored, so their offsets are not committed: a crash or
 loses nothing, the next owner reads them again.
 
 A partition with a backlog that has handed nothing on yet stands, by default, nowhere: the batch's
-own start is the floor. A consumer that knows where its input stands (stage 2: the first tick it has
-not closed, stream/stage2_loop.py) says so with ``unread_at``, and such a partition stands there.
+own start is the floor. A consumer that knows where its input stands (stage 2: the first tick open
+when its assignment began, stream/stage2_loop.py) says so with ``unread_at``, and such a partition
+stands there.
 """
 
 from __future__ import annotations
@@ -121,6 +122,13 @@ class Pacer(Generic[T]):
         self._released = [item for item in self._released if self.stamp(item)[0] not in gone]
         if partitions is None:
             self._released = []
+
+    def unread(self) -> list[TopicPartition]:
+        """Partitions with a backlog that have handed on nothing yet (their sources may be unknown; none
+        on a bus that reads in produce order: no partition is behind)."""
+        if self.bus.in_produce_order:
+            return []
+        return [tp for tp in self._backlogged() if tp not in self.read]
 
     def _backlogged(self) -> list[TopicPartition]:
         """Partitions with records still to read, less the held ones (a bus that cannot tell: none)."""

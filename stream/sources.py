@@ -4,8 +4,13 @@ A message's ``ts`` is stamped by its source's clock, which may be off by seconds
 (REALISM.md, Collectors). Detection must not advance on the newest ``ts`` seen, or one fast clock runs
 every tick ahead of the other sources' data and blinds it. So, per source, in arrival order:
 
-* Offset. When a message arrives, the reference time is the median of every source's latest
-  (corrected) ``ts``: the fleet's own clock, which no minority of skewed sources can move. The offset
+* Offset. When a message arrives, the reference time is the median of the live sources' latest
+  (corrected) ``ts``: the fleet's own clock, which no minority of skewed sources can move. Live: its
+  latest ``ts`` within ``lateness_s`` (the watermark's bound on lateness) of the middle source's.
+  A silent source's frozen stamp must not count: with half the fleet silent (two sources, one silent)
+  the median of all would be a mean that falls ever further behind the live sources, whose offsets
+  would then grow without end and pull their stamps back. A source is not measured while no other is
+  live (against itself it reads its own gap plus its own correction); its offset stays. The offset
   is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), less the same
   median of the median source (the reference lags a message by its arrival phase). Arrival order
   resolves an offset only to about one scrape interval (a source scraped just after another reads a
@@ -61,6 +66,15 @@ class SourceState:
         self.cadence = min(self.cadences.values()) if self.cadences else None
 
 
+def _middle(ordered: list[float], lo: int) -> float | None:
+    """The median of ``ordered[lo:]`` (sorted), without copying the slice; None when it is empty."""
+    n = len(ordered) - lo
+    if n <= 0:
+        return None
+    mid = lo + n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def _median(values: deque[float]) -> float:
     """statistics.median, without its generality (a few hundred thousand calls a minute at scale)."""
     ordered = sorted(values)
@@ -90,10 +104,31 @@ class SourceClocks:
     # --- arrivals ------------------------------------------------------------------------------------
 
     def reference(self) -> float | None:
+        """The median of every source's latest corrected ``ts``, silent ones too: what the watermark
+        judges lateness against."""
+        return _middle(self._latest, 0)
+
+    def _live_from(self) -> int | None:
+        """Where the live sources start in the sorted latest stamps; None before any."""
         n = len(self._latest)
-        if not n:
+        return bisect.bisect_left(self._latest, self._latest[n // 2] - self.lateness_s) if n else None
+
+    def _reference_for(self, state: SourceState) -> float | None:
+        """The clock reference to measure this source against: the median of the live sources' latest
+        corrected ``ts``. Live: within ``lateness_s`` of the middle source's latest (the upper middle of
+        an even count, so that with half the fleet silent the bound moves with the live half, not with
+        the mean of both halves); the sources past it are the head of the sorted latest stamps, found
+        by bisection. With two sources, a clock more than ``lateness_s`` behind the other reads as
+        silent until its first estimate is applied: stamps alone cannot tell the two apart.
+
+        None when no other source is live: a source alone in the reference measures only its own
+        scrape gap plus its own correction, a loop that would drive its offset without bound. Its
+        offset then stays as last estimated."""
+        lo = self._live_from()
+        if lo is None:
             return None
-        return self._latest[n // 2] if n % 2 else (self._latest[n // 2 - 1] + self._latest[n // 2]) / 2
+        own = state.latest is not None and state.latest >= self._latest[lo]
+        return _middle(self._latest, lo) if len(self._latest) - lo > own else None
 
     def observe(self, source: str, kind: str, ts: float) -> None:
         """One message's arrival (in arrival order)."""
@@ -101,7 +136,7 @@ class SourceClocks:
         if state is None:
             state = self.sources[source] = SourceState()
             self._wm_stale = True
-        ref = self.reference()
+        ref = self._reference_for(state)
         if ref is not None and kind not in NO_CADENCE_KINDS:
             state.samples.append(ts - ref)
             if len(state.samples) >= MIN_SAMPLES:

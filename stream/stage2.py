@@ -121,8 +121,10 @@ class Joiner:
             key = (item.source, item.ts)
             self._step_received[key] = self._step_received.get(key, 0) + 1
 
-    def close_due(self) -> list[Incident]:
-        """Close every tick that is complete (or past ``stall_s``); every change of an incident they made,
+    def close_due(self, until: float | None = None) -> list[Incident]:
+        """Close every tick before ``until`` (None: any) that is complete (or past ``stall_s``): a caller
+        that knows findings of unknown sources may wait from ``until`` on (stage 2 with a partition not
+        read yet) says so. Returns every change of an incident they made,
         in the order a tick at a time would give them: tick by tick, by id within a tick. An incident that
         opens and resolves in the ticks of one call (stage 2 catching up) is in it twice, opened, then
         resolved: what is published does not depend on how many ticks one batch closes."""
@@ -144,10 +146,14 @@ class Joiner:
         while True:
             step = min([*self._step_found, *(t for _, t in self._step_expected)], default=None)
             if step is not None and step < self.next_tick:  # the step tick before the next tick comes first
+                if until is not None and step >= until:
+                    break
                 if not self._complete(step, newest, step=True) and newest - step <= self.stall_s:
                     break
                 changes += sorted(self._close_step(step), key=lambda i: i.id)
                 continue
+            if until is not None and self.next_tick >= until:
+                break
             tick = self.next_tick
             if tick > newest or (not self._complete(tick, newest) and newest - tick <= self.stall_s):
                 break

@@ -121,10 +121,12 @@ class CorrelateLoop:
         # A restarted stage 2 reads its partitions' backlogs at different speeds; a partition read far
         # ahead would move the joiner's watermark past ``stall_s`` and close ticks whose findings still
         # wait in the others (dropped as late). So partitions are read within half of ``stall_s`` of
-        # each other, by tick; one not read yet stands at the first open tick (stream/pacing.py).
-        self.pacer: Pacer[tuple[Record, Item]] = Pacer(
-            bus, joiner.stall_s / 2, _stamp, unread_at=lambda: self.joiner.next_tick
-        )
+        # each other, by tick (stream/pacing.py). One not read yet stands where the assignment began:
+        # the first tick then open (restored), or the first tick read. Not the first tick open now: the
+        # joiner knows only the sources it has read, so it would close ticks on the others' marks alone
+        # and move that partition's floor with them; the sources whose marks wait there never held it.
+        self._unread_from: float | None = joiner.next_tick
+        self.pacer: Pacer[tuple[Record, Item]] = Pacer(bus, joiner.stall_s / 2, _stamp, unread_at=self.unread_from)
         if isinstance(bus, KafkaBus):
             bus.on_assign = self._assigned
             bus.on_revoke = self._revoked
@@ -138,11 +140,16 @@ class CorrelateLoop:
         self.stats.assigned = len(partitions)
         self.stats.joined = True
         self.pacer.forget()  # what waits is read again from the stored offsets; a new assignment starts unpaused
+        self._unread_from = self.joiner.next_tick
         log.info("assigned %d findings partitions, %d sought to stored offsets", len(partitions), len(seeks))
 
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         self.stats.assigned = 0
         self.pacer.forget(partitions)  # not stored, so not committed: the next owner reads it again
+
+    def unread_from(self) -> float | None:
+        """Where a partition with a backlog that has handed on nothing yet stands (None: unknown)."""
+        return self._unread_from
 
     @property
     def held(self) -> dict[TopicPartition, float]:
@@ -226,7 +233,12 @@ class CorrelateLoop:
             self.joiner.add(item)
             self.metrics.late.inc(self.joiner.late - late)
             self.metrics.findings.inc(0 if isinstance(item, TickMark) else 1)
-        changed = self.joiner.close_due()  # every change, in order: an incident may be in it more than once
+        if self._unread_from is None:
+            self._unread_from = min((i.ts for _, i in fresh if not isinstance(i, FindingError)), default=None)
+        # while a partition with a backlog is unread, its sources may be unknown to the joiner: no tick
+        # it may hold findings of closes (it is read next: the pacer holds the others)
+        until = self._unread_from if self.pacer.unread() else None
+        changed = self.joiner.close_due(until)  # every change, in order: an incident may be in it more than once
         state = json.dumps(self.joiner.snapshot(), sort_keys=True, separators=(",", ":"))
         outgoing = [incident_record(i) for i in changed]
         saved_at = self.joiner.watermark or 0.0

@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--stall", type=float, default=STALL_S, metavar="S",
         help=f"close a tick without a processor that is S seconds of telemetry behind the others (default {STALL_S:g})",
     )  # fmt: skip
+    p.add_argument(
+        "--tickets", type=Path, metavar="FILE",
+        help="change tickets (YAML list of {switch, start, end}), re-read when the file changes: an outage "
+        "of a switch inside its ticket is held, not paged",
+    )  # fmt: skip
     p.add_argument("--partitions", type=int, default=12, help="partitions of topics created at start (default 12)")
     p.add_argument("--replication", type=int, default=1, help="replication of topics created at start (default 1)")
     p.add_argument("--max-records", type=non_negative_int, default=10_000, help="records per batch (default 10000)")
@@ -64,6 +69,7 @@ class Settings:
     replication: int = 1
     max_records: int = 10_000
     engine: Any = None  # fabricwatch.detectors.config.EngineConfig: correlation and tracker settings (None: defaults)
+    tickets: Path | None = None  # change tickets filed while running (fabricwatch/app/tickets.py)
 
 
 def instance_name(settings: Settings) -> str:
@@ -86,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(
         bootstrap=args.bootstrap, db=args.db, topology=args.topology, group=args.group, instance=args.instance,
         stall=args.stall, partitions=args.partitions, replication=args.replication, max_records=args.max_records,
+        tickets=args.tickets,
     )  # fmt: skip
     service = Service(settings)
     run_until_stopped(service)
@@ -126,10 +133,20 @@ class Service:
         # prune: a service's state is saved on every batch for months; resolved incidents are in its store
         stage2 = Stage2(topo, settings.engine, id_prefix=f"inc-{self.instance}-", prune=True)
         self.joiner = Joiner(stage2, stall_s=settings.stall)
+        self.tickets = None
+        if settings.tickets is not None:
+            from fabricwatch.app.tickets import TicketsFile
+
+            self.tickets = TicketsFile(settings.tickets)  # a bad file fails the start with its line
+            stage2.file_tickets(self.tickets.tickets)
 
     def run(self, stop: threading.Event) -> None:
         from fabricwatch.cli.process import retry_until_broker
 
+        if self.tickets is not None:
+            from fabricwatch.app.tickets import watch
+
+            watch(self.tickets, self.joiner.engine.file_tickets, stop)
         retry_until_broker(self, stop, "correlate", self._run_once)
 
     def _run_once(self, stop: threading.Event) -> None:

@@ -34,6 +34,8 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     stage2_group: fabricwatch-correlate  # stage 2's consumer group (one stage 2 per group)
     instance: a                      # stage 2: incident ids inc-<instance>-0001 (default its file's name)
     stall: 300                       # stage 2: seconds a quiet processor is waited for
+    tickets: tickets.yaml            # stage 2: change tickets, re-read when the file changes
+                                     #   (fabricwatch/app/tickets.py; engine.maintenance: fixed ones)
 
 With ``role: correlate`` the ``db`` is stage 2's file and ``topology`` is required (as for ``both``).
 
@@ -111,6 +113,7 @@ class ServeConfig(yamlconf.Config):
     stage2_group: Text | None = None
     instance: Text | None = None
     stall: Annotated[float, msgspec.Meta(gt=0)] = 300.0  # fabricwatch.cli.correlate.STALL_S
+    tickets: Text | None = None
     alertmanager: Url | None = None
     grafana: Url | None = None
     runbook_url: Url | None = None
@@ -145,6 +148,9 @@ def load_config(path: Path) -> Config:
     role = config.role
     if role in ("correlate", "both") and config.topology is None:
         raise InputError(f"{path}:{yamlconf.line_of(data, 'role')}", f"topology: required for role {role}")
+    if config.tickets is not None and role == "process":
+        where = f"{path}:{yamlconf.line_of(data, 'tickets')}"
+        raise InputError(where, "tickets: stage 2 reads them (role correlate or both)")
     if config.runbooks.enabled and role != "both":
         raise InputError(
             f"{path}:{yamlconf.line_of(data, 'runbooks')}",
@@ -171,6 +177,7 @@ def load_config(path: Path) -> Config:
             replication=config.replication,
             max_records=config.max_records,
             engine=config.engine_config(),
+            tickets=relative(config.tickets) if config.tickets else None,
         )
     process = None
     if role != "correlate":

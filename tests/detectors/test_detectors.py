@@ -212,9 +212,10 @@ ROWS = [
     ),
     (
         "optical_baseline",
-        "rx 0.6 dB down is within what one mated connector may lose (0.75 dB)",
+        "rx 0.6 dB down is within what one mated connector may lose (0.75 dB): no drop, only a dip against"
+        " the lane's measured noise (a hint that rule 6b reads beside corruption, never an incident alone)",
         lambda tl: tl.shift("optical", "rx_power_dbm", -0.6, start=120, port=LEAF_PORT),
-        set(),
+        {("rx_power_dip", LEAF_PORT)},
     ),
     (
         "optical_baseline",

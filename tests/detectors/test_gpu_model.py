@@ -121,3 +121,29 @@ def test_a_node_handed_to_another_processor_is_forgotten() -> None:
     model.forget({"node002": tl.start + 120.0})
     kept = model.snapshot()["gpus"]
     assert kept and not any(g.startswith("node002/") for g in kept)
+
+
+def test_the_gpu_heat_detectors_share_their_common_defaults() -> None:
+    """gpu_model restates gpu_peers', gpu_temp's and cooling_loop's settings it judges by (a peer, a
+    load step, a still level, a throttling GPU): their defaults come from the module owning each, so
+    one changed there moves them all, and none can drift apart."""
+    from fabricwatch.detectors.cooling_loop import CoolingLoopConfig
+    from fabricwatch.detectors.gpu_model import GpuModelConfig
+    from fabricwatch.detectors.gpu_peers import GpuPeerConfig
+    from fabricwatch.detectors.gpu_temp import GpuTemperatureConfig
+
+    configs = [GpuModelConfig(), GpuPeerConfig(), GpuTemperatureConfig(), CoolingLoopConfig()]
+    shared: dict[str, set[float]] = {}
+    for config in configs:
+        for name, value in config.to_dict().items():
+            shared.setdefault(name, set()).add(value)
+    assert {n for n in shared if n != "enabled" and sum(n in c.to_dict() for c in configs) > 1} == {
+        "gpu_peer_load_margin_pct",
+        "gpu_peer_min",
+        "gpu_hot_c",
+        "settled_c",
+    }
+    assert all(len(values) == 1 for values in shared.values())
+    model, peers, loop = configs[0], configs[1], configs[3]
+    assert model.model_k == peers.gpu_peer_mad_k
+    assert model.model_gate_fraction == loop.baseline_gate_c / loop.loop_excess_c

@@ -63,6 +63,45 @@ def test_a_silent_holder_is_dropped_at_the_first_message_past_the_bound_in_a_sma
     assert all(marks[t] == pytest.approx(T0 + t + 5, abs=0.01) for t in range(95, 200, 5))
 
 
+def test_a_silent_source_does_not_drag_the_clock_reference_of_a_two_source_fleet() -> None:
+    """Two sources, one silent for ten minutes: the reference was the median of both latest stamps, a
+    mean that fell ever further behind, so the live source read ever faster (275 s after ten minutes)
+    and its stamps were pulled back. Counting only live sources, its offset stays within a scrape."""
+    clocks = SourceClocks(lateness_s=30.0)
+    fleet = {"live": 0.0, "silent": 0.0}
+    for t in range(0, 60, 5):
+        scrape(clocks, t, fleet)
+    held = []
+    for t in range(60, 660, 5):
+        scrape(clocks, t, fleet, skip=("silent",))
+        assert abs(clocks.offsets()["live"]) <= 5.0 + 2.5  # a scrape interval plus the arrival phase
+        assert clocks.offset("live") == 0.0  # never applied: its stamps are trusted
+        held.append(clocks.watermark() == pytest.approx(T0 + 60, abs=0.01))
+    # the silent source still holds detection back at first (its next scrape, 60, is due), then not,
+    # and the watermark follows the live source's own stamps (today's drift left it minutes behind)
+    assert held[0] and not held[-1]
+    assert clocks.watermark() == pytest.approx(T0 + 655 + 5, abs=0.01)
+    # it comes back: both are measured again, and neither reads off
+    for t in range(660, 780, 5):
+        scrape(clocks, t, fleet)
+    assert all(abs(o) <= 5.0 for o in clocks.offsets().values())
+    assert clocks.corrections() == {}
+
+
+def test_a_skewed_pair_keeps_its_offsets_when_one_falls_silent() -> None:
+    """Two sources 60 s apart split the difference (nothing tells which is right); when one falls
+    silent the other has nothing to be measured against, so its offset stays as it was."""
+    clocks = SourceClocks(lateness_s=30.0)
+    fleet = {"a": 60.0, "b": 0.0}
+    for t in range(0, 300, 5):
+        scrape(clocks, t, fleet)
+    before = clocks.offsets()["a"]
+    assert 25.0 <= before <= 35.0
+    for t in range(300, 900, 5):
+        scrape(clocks, t, fleet, skip=("b",))
+        assert 25.0 <= clocks.offsets()["a"] <= 40.0
+
+
 def gpu(source: str, t: float, seq: int, temp: float = 60.0) -> schema.Message:
     return schema.make("gpu", source, T0 + t, seq, {"device": [f"{source}/gpu0"], "temp_c": [temp]})
 

@@ -401,6 +401,41 @@ def test_partitions_read_far_apart_are_paced_so_no_finding_arrives_after_its_tic
         assert loop.joiner.late > 0  # the failure pacing prevents
 
 
+def test_a_partition_not_read_yet_holds_the_ticks_its_unknown_sources_may_fill() -> None:
+    """Processor "d" publishes to partition 0 and "a" to partition 1; the bus serves partition 0's
+    backlog first. Until partition 1 is read, stage 2 has never heard of "a": ticks closed on "d"'s
+    marks alone would drop every finding of "a" as late, and a pacer whose floor moved with those
+    closed ticks would never hold partition 0 back for it."""
+    out: list[Outgoing] = []
+    for t in range(10, 310, 10):
+        for source, gpu in (("d", "node000/gpu0"), ("a", "node001/gpu0")):
+            out += tick_records([(float(t), finding(id=gpu))], [float(t)], source)
+    assert [partition_for(k, 2) for k in ("d", "node000/gpu0", "a", "node001/gpu0")] == [0, 0, 1, 1]
+    bus = PartitionAtATimeBus(2)
+    bus.produce(out)
+    joiner = Joiner(Recorder(), stall_s=60.0)
+    loop = CorrelateLoop(bus, Store(group="stage2"), joiner, delivered=lambda: set(), max_records=10)
+    loop.drain()
+    assert joiner.late == 0
+    ticks = joiner.engine.ticks  # type: ignore[attr-defined]
+    assert [now for now, _ in ticks] == [t + 1.0 for t in range(10, 310, 10)]
+    assert all(ids == ["node000/gpu0", "node001/gpu0"] for _, ids in ticks)
+
+
+def test_ticks_from_until_on_stay_open() -> None:
+    rec = Recorder()
+    j = Joiner(rec, stall_s=30.0)
+    for t in (10.0, 20.0, 30.0):
+        j.add(TickMark(t, "a", 0))
+    j.close_due(until=20.0)
+    assert [now for now, _ in rec.ticks] == [11.0]
+    j.add(TickMark(100.0, "a", 0))  # past stall_s: still held by until
+    j.close_due(until=20.0)
+    assert [now for now, _ in rec.ticks] == [11.0]
+    j.close_due()
+    assert [now for now, _ in rec.ticks][:3] == [11.0, 21.0, 31.0]
+
+
 # --- a stage 2 that runs for months: its saved state stays bounded ---------------------------------------
 
 
@@ -542,3 +577,35 @@ def test_a_stage_2_restarted_on_a_backlog_read_partition_by_partition_drops_noth
     second.drain()
     assert second.joiner.late == 0 and second.stats.skipped == 0
     assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == expected
+
+
+def test_one_batch_that_opens_and_resolves_an_incident_publishes_both_keyed_by_its_id_and_once(tmp_path) -> None:
+    """One GPU hot for a minute, read by stage 2 in one batch (a restart on its backlog): the incident's
+    opening and its resolution are both published, in that order, keyed by the incident's id (so one
+    partition keeps them in order); a stage 2 restarted after the batch finds its offsets with its
+    state and publishes nothing again."""
+    findings = gpu_hot_every(600.0, 1, present_s=60.0, end_s=600.0)
+    bus = MemoryBus(PARTITIONS)
+    bus.produce(findings)
+    db = tmp_path / "stage2.duckdb"
+    store = Store(db, group="stage2")
+    first = new_loop(bus, store, batch=100_000)
+    first.drain()
+    assert first.stats.batches == 1
+    records = bus.records(TOPIC_INCIDENTS)
+    changes = [(r.key, json.loads(r.value)["id"], json.loads(r.value)["status"]) for r in records]
+    assert changes[0] == ("inc-t-0001", "inc-t-0001", "firing")
+    assert changes[-1] == ("inc-t-0001", "inc-t-0001", "resolved")
+    assert {key for key, _, _ in changes} == {"inc-t-0001"} and len({r.partition for r in records}) == 1
+    assert first.stats.published == len(records) == first.stats.incidents
+    ticks = first.joiner.ticks
+    store.close()
+
+    store = Store(db, group="stage2")
+    again = new_loop(bus, store, batch=100_000)
+    again.drain()
+    assert [r.value for r in bus.records(TOPIC_INCIDENTS)] == [r.value for r in records]  # nothing again
+    assert again.stats.records == again.stats.published == 0 and again.joiner.ticks == ticks
+    assert store.con.execute("SELECT id, status FROM incidents").fetchall() == [("inc-t-0001", "resolved")]
+    assert store.con.execute("SELECT count(*) FROM incident_outbox").fetchone() == (0,)
+    store.close()
