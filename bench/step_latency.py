@@ -8,11 +8,12 @@ tick. Here every source's clock (nodes and switches) runs a random 0-5 s off (DE
 random times.
 
 Simulates a 128-GPU 8-rail supernode (5 s scrapes) with one step fault per node, replays the capture
-once per tick cadence (``every_s``), and prints per cadence the delay from the incident's first bad
+once per tick cadence (``every_s``, with or without the step tick halfway between ticks:
+``EngineConfig.step_tick``, on by default), and prints per cadence the delay from the incident's first bad
 sample (its ``first_seen``, the earliest stamp of its evidence) to its detection, p50 / p95 / max, the
 delay from the fault's start, and the detection CPU per simulated second.
 
-    .venv/bin/python bench/step_latency.py [--gpus 128] [--every 10 5] [--seed 1]
+    .venv/bin/python bench/step_latency.py [--gpus 128] [--every 10 10+step 5] [--seed 1]
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def scenario_yaml(gpus: int, seed: int, duration: float) -> str:
 
 
 class TimedEngine(DetectionEngine):
-    """The engine, with the CPU time of its ticks summed."""
+    """The engine, with the CPU time of its ticks (and step ticks) summed."""
 
     cpu_s = 0.0
 
@@ -81,6 +82,21 @@ class TimedEngine(DetectionEngine):
         finally:
             self.cpu_s += time.process_time() - started
 
+    def run_step(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return super().run_step(*args, **kwargs)
+        finally:
+            self.cpu_s += time.process_time() - started
+
+
+def cadence(spec: str) -> tuple[float, bool]:
+    """``10`` (ticks every 10 s), ``10+step`` (and a step tick halfway: the default)."""
+    every, _, step = spec.partition("+")
+    if step not in ("", "step"):
+        raise argparse.ArgumentTypeError(f"{spec!r}: a cadence is N or N+step")
+    return float(every), step == "step"
+
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -90,7 +106,10 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=128)
-    parser.add_argument("--every", type=float, nargs="+", default=[10.0, 5.0], help="tick cadences (s) to compare")
+    parser.add_argument(
+        "--every", type=cadence, nargs="+", default=[(10.0, False), (10.0, True), (5.0, False)],
+        help="tick cadences (s) to compare, N+step with step ticks halfway (default: 10 10+step 5)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--duration", type=float, default=600.0)
     args = parser.parse_args()
@@ -103,11 +122,13 @@ def main() -> None:
         spec.write_text(scenario_yaml(args.gpus, args.seed, args.duration))
         sc = library.load_scenario(spec)
         simulate_capture(sc.topology, sc.plan, sc.duration, sc.interval, sc.capture, progress=False)
-        for every in args.every:
+        for every, step in args.every:
             engines: list[TimedEngine] = []
 
-            def factory(topo: topology.Topology, every: float = every, engines: list = engines) -> TimedEngine:
-                engines.append(TimedEngine(topo, EngineConfig(every_s=every)))
+            def factory(
+                topo: topology.Topology, every: float = every, step: bool = step, engines: list = engines
+            ) -> TimedEngine:
+                engines.append(TimedEngine(topo, EngineConfig(every_s=every, step_tick=step)))
                 return engines[-1]
 
             result = replay(sc.capture, engine_factory=factory)
@@ -116,7 +137,7 @@ def main() -> None:
             from_sample = [m.incident.detected_at - m.incident.first_seen for m in found]
             from_start = [m.latency_s for m in found if m.latency_s is not None]
             table.add_row(
-                f"{every:g}",
+                f"{every:g}{' + step' if step else ''}",
                 f"{len(found)}/{len(scored.matches)}",
                 f"{statistics.median(from_sample):.1f} / {pct(from_sample, 95):.1f} / {max(from_sample):.1f}",
                 f"{pct(from_sample, 95) / (2 * INTERVAL_S):.2f}",

@@ -108,6 +108,13 @@ class WatchedEngine:
         self.surface.observe(window, changed)
         return changed
 
+    def run_step(self, window: Window, now: float) -> list[Incident]:
+        """A step tick (EngineConfig.step_tick): its incidents alert as a tick's; its window holds only the
+        step detectors' kinds, so the health summaries stay the last tick's."""
+        changed = self.engine.run_step(window, now)
+        self.surface.incidents(changed)
+        return changed
+
     def snapshot(self) -> dict[str, Any]:
         return self.engine.snapshot()
 

@@ -4,7 +4,8 @@ has the stages and where each cross-domain judgement runs when they are split ov
 
 The processor builds a :class:`~detectors.base.Window` every ``every_s`` seconds of telemetry time
 covering the last ``window_s`` and calls :meth:`DetectionEngine.run` with its clock's ``now``
-(virtual in replay). Nothing here reads a wall clock or does I/O, so the same sequence of windows
+(virtual in replay), and, halfway between two ticks, :meth:`DetectionEngine.run_step` over a window of
+the step detectors' kinds. Nothing here reads a wall clock or does I/O, so the same sequence of windows
 gives the same incidents, byte for byte, live, in replay and in tests. The demo and replay use it.
 """
 
@@ -84,6 +85,17 @@ class DetectionEngine:
         the others still run, so one bad corner of the data never stops detection.
         """
         return self.stage2.run(self.stage1.detect(window), now)
+
+    @property
+    def step_kinds(self) -> frozenset[str]:
+        """The telemetry kinds a step tick reads (empty: ``step_tick`` off, the processor runs none)."""
+        return self.stage1.step_kinds
+
+    def run_step(self, window: Window, now: float) -> list[Incident]:
+        """A step tick, halfway between two ticks: the step detectors over a window of
+        :attr:`step_kinds` → step incidents opened now (detectors/stage.py, ``EngineConfig.step_tick``).
+        Returns the incidents it changed; :attr:`findings` and :attr:`diagnoses` stay the last full tick's."""
+        return self.stage2.run_step(self.stage1.detect_step(window), now)
 
     def forget(self, sources: Mapping[str, float]) -> None:
         """These sources' partitions went to another processor (Engine protocol)."""

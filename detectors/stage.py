@@ -28,10 +28,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from fabricwatch.detectors.base import Detector, Judge, detector_class
 from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
+from fabricwatch.detectors.frames import keyed
 from fabricwatch.detectors.liveness import silent_entities
 from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
@@ -40,6 +42,19 @@ from fabricwatch.records import Finding, Window
 from fabricwatch.topology import Topology
 
 SNAPSHOT_VERSION = 1
+# Detectors whose findings include readings of a state (tracker.STEP_SYMPTOMS): link_state's link
+# down, optical_thresholds' light lost and dark lanes, gpu_xid's critical XIDs. The step tick
+# (EngineConfig.step_tick) runs these alone, halfway between full ticks. liveness' collector_silent is
+# left to the full ticks: it asks for an incident after a minute of silence (issue 9 item 2), and
+# judging silence needs every kind's rows, which is most of a full tick's window cost.
+STEP_DETECTORS: tuple[str, ...] = ("gpu_xid", "link_state", "optical_thresholds")
+STEP_KINDS: frozenset[str] = frozenset({"gpu", "optical", "port"})  # the kinds they read (modules: always)
+# A link read down beside a switch that has not said so is opened by a step tick only when another of
+# that switch's links was read up at least this long after it went down: a reboot takes every port at
+# once, so a link up after that is no reboot. One second is five times the residual jitter of corrected
+# source clocks (0.2 s in bench/step_latency.py's fleet), so a scrape stamped just before the outage
+# cannot pass for one after it. (Also the processor's grace for late scrapes.)
+SWITCH_ALIVE_AFTER_S = 1.0
 # Detectors that compare across the whole cluster and cannot be split into a stage-1 summary and a
 # stage-2 judge: not run by a stage 1 that sees part of it. None now (cooling_loop's judge is stage 2's).
 CLUSTER_DETECTORS: frozenset[str] = frozenset()
@@ -58,7 +73,16 @@ class Stage1:
             for n in cfg.enabled()
             if not (split and n in CLUSTER_DETECTORS)
         ]
+        # The step tick's detectors: instances of their own, so that a step tick changes nothing any
+        # full tick remembers (link_state's down spells and events, say): a full tick sees what it
+        # would without step ticks, and the step detectors are a full tick's, on the shifted grid.
+        self.step_detectors: list[Detector] = (
+            [detector_class(n)(cfg.detector(n), recent_s=cfg.recent_s) for n in STEP_DETECTORS if n in cfg.enabled()]
+            if cfg.step_tick
+            else []
+        )
         self.findings: list[Finding] = []  # the last tick's findings (the processor stores and publishes them)
+        self.step_findings: list[Finding] = []  # the last step tick's (published to a split stage 2, not stored)
         self.errors: list[str] = []  # the last tick's detector failures, "name: error" (never fatal)
         self.unconsumed: dict[str, int] = {}  # correlation is stage 2's: it counts what no rule reads
         # Symptoms of the summaries stage 2's judges read (``cooling_loop_sample``): transport to stage
@@ -76,37 +100,64 @@ class Stage1:
     def every_s(self) -> float:
         return self.config.every_s
 
+    @property
+    def step_kinds(self) -> frozenset[str]:
+        """The telemetry kinds a step tick's window needs (empty: no step ticks)."""
+        return STEP_KINDS if self.step_detectors else frozenset()
+
     def detect(self, window: Window) -> list[Finding]:
         """Every detector over the window, findings in a stable order. A detector that fails is
         reported in :attr:`errors` and skipped for the tick; the others still run."""
+        self.findings = self._detect(self.detectors, window)
+        return self.findings
+
+    def detect_step(self, window: Window) -> list[Finding]:
+        """The step tick: the step detectors over the window (of :attr:`step_kinds`). Every finding they
+        make goes on (a switch's outage count, an inventory port: correlation needs them to place the
+        steps); stage 2 opens only step incidents from them (:meth:`Stage2.run_step`)."""
+        self.step_findings = switch_alive(self._detect(self.step_detectors, window), window)
+        return self.step_findings
+
+    def _detect(self, detectors: list[Detector], window: Window) -> list[Finding]:
         findings: list[Finding] = []
         self.errors = []
-        for detector in self.detectors:
+        for detector in detectors:
             try:
                 findings += detector.detect(window)
             except Exception as exc:  # a long-running service never dies on its data
                 self.errors.append(f"{detector.name}: {type(exc).__name__}: {exc}")
-        self.findings = sorted(with_offsets(findings, window), key=finding_order)
-        return self.findings
+        return sorted(with_offsets(findings, window), key=finding_order)
 
     def run(self, window: Window, now: float) -> list[Incident]:
         """The processor's Engine protocol: findings only; incidents are stage 2's."""
         self.detect(window)
         return []
 
+    def run_step(self, window: Window, now: float) -> list[Incident]:
+        """A step tick, as :meth:`run`: findings only (:attr:`step_findings`)."""
+        self.detect_step(window)
+        return []
+
     def forget(self, sources: Mapping[str, float]) -> None:
         """These sources' partitions went to another processor: each detector drops what it keeps of them."""
-        for detector in self.detectors:
+        for detector in self.detectors + self.step_detectors:
             detector.forget(sources)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"version": SNAPSHOT_VERSION, "detectors": {d.name: d.snapshot() for d in self.detectors}}
+        state: dict[str, Any] = {"version": SNAPSHOT_VERSION}
+        state["detectors"] = {d.name: d.snapshot() for d in self.detectors}
+        if self.step_detectors:
+            state["step_detectors"] = {d.name: d.snapshot() for d in self.step_detectors}
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
         check_version(state)
-        saved = state.get("detectors", {})
-        for d in self.detectors:
-            d.restore(saved.get(d.name, {}))
+        for detectors, saved in (
+            (self.detectors, state.get("detectors", {})),
+            (self.step_detectors, state.get("step_detectors", {})),  # a state from before step ticks: none
+        ):
+            for d in detectors:
+                d.restore(saved.get(d.name, {}))
 
 
 class Stage2:
@@ -129,6 +180,8 @@ class Stage2:
             judge(cfg.detector(n)) for n in cfg.enabled() if (judge := detector_class(n).judge) is not None
         ]
         self.correlator = Correlator(topology, self.config)
+        # the step ticks' own: a step tick leaves the full tick's diagnoses and held outages as they were
+        self.step_correlator = Correlator(topology, self.config)
         self._config_tickets = tuple(cfg.maintenance)  # the config's own change tickets (file_tickets adds)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
@@ -146,13 +199,24 @@ class Stage2:
         next tick reads them (one attribute swap: safe from another thread between ticks or in one)."""
         base = list(self._config_tickets)
         self.config = msgspec.structs.replace(self.config, maintenance=base + [t for t in tickets if t not in base])
-        self.correlator.config = self.config
+        self.correlator.config = self.step_correlator.config = self.config  # a step tick holds them too
 
     def run(self, findings: list[Finding], now: float) -> list[Incident]:
         self.findings = self.judge(findings)
         self.diagnoses = self.correlator.correlate(self.findings)
         self.unconsumed = self.correlator.unconsumed
         return self.tracker.update(self.diagnoses, now, silent_entities(self.findings))
+
+    def run_step(self, findings: list[Finding], now: float) -> list[Incident]:
+        """A step tick's findings (:meth:`Stage1.detect_step`, from every processor) → step incidents
+        opened now; the full ticks do the rest (debounce, refinement, resolution). A link seen down from
+        one end only, the other end a switch that has not said so, waits for the full tick: it may be
+        the first link of that switch's reboot seen (a rebooting switch reports nothing, and its far
+        ends are scraped at their own phases), which must fold into one switch incident, not page
+        first (:func:`one_sided_switch_link`)."""
+        diagnoses = self.step_correlator.correlate(findings)
+        steps = [d for d in diagnoses if not one_sided_switch_link(d, self.topology)]
+        return self.tracker.update_step(steps, now)
 
     def judge(self, findings: list[Finding]) -> list[Finding]:
         """The tick's findings with each judge's samples replaced by its findings, in
@@ -192,6 +256,52 @@ class Stage2:
     def restore_judges(self, saved: dict[str, Any]) -> None:
         for j in self.judges:
             j.restore(saved.get(j.name, {}))
+
+
+def switch_alive(findings: list[Finding], window: Window) -> list[Finding]:
+    """Each ``link_down`` on a link to a switch, marked ``switch_alive`` when another link of that switch
+    was read up (at either end) :data:`SWITCH_ALIVE_AFTER_S` after it went down: the switch is not
+    rebooting, so the link is down on its own (:func:`one_sided_switch_link`). Both ends of a leaf's
+    links are in its processor's window; a spine's other links mostly are not (they are keyed by their
+    leaves), so a spine's link seen from one end waits for the full tick."""
+    t = window.topology
+    down = [f for f in findings if f.symptom == "link_down" and f.id in t.port_link]
+    if not down:
+        return findings
+    ports = keyed(window, "port")
+    up = {
+        name
+        for name, state, ts in zip(ports.names, ports.last("state"), ports.last_ts(), strict=True)
+        if state >= 1 and np.isfinite(ts)
+    }
+    seen = dict(zip(ports.names, ports.last_ts(), strict=True))
+    alive: set[str] = set()
+    for f in down:
+        link = t.port_link[f.id]
+        after = f.first_seen + SWITCH_ALIVE_AFTER_S
+        for end in (link.a, link.b):
+            switch = t.port_device[end]
+            if switch not in t.switch_by_name:
+                continue
+            others = [t.port_link[p] for p in t.ports_of_device(switch) if p in t.port_link and p != end]
+            if any(p in up and seen[p] >= after for o in others for p in (o.a, o.b)):
+                alive.add(f.id)
+    return [dataclasses.replace(f, attrs={**f.attrs, "switch_alive": True}) if f.id in alive else f for f in findings]
+
+
+def one_sided_switch_link(d: Diagnosis, topology: Topology) -> bool:
+    """A link down (or dark both ways) whose findings are all about one end, the other end a switch's
+    port: that switch may be rebooting, not reporting, with its other links not yet read down; unless
+    another of its links was read up since (``switch_alive``, :func:`switch_alive`)."""
+    if d.cause not in ("link_down", "link_flap") or not d.anchor.startswith("link:"):
+        return False
+    if any(f.attrs.get("switch_alive") for f in d.roots):
+        return False
+    link = topology.link_by_id.get(d.anchor.removeprefix("link:"))
+    if link is None:
+        return False
+    shown = {f.id for f in d.findings}
+    return any(end not in shown and topology.port_device[end] in topology.switch_by_name for end in (link.a, link.b))
 
 
 def check_version(state: Any) -> None:

@@ -10,7 +10,9 @@
   -40 dBm), a dark lane, a collector silent for a minute. Those are not noisy judgements but
   readings of a state, so they open on the tick that first sees them (issue 9: step faults within two
   scrape intervals of the first bad sample). ``detected_at`` is the ``now`` of the tick that opens it,
-  ``first_seen`` the earliest evidence. A refined cause or location also has to hold ``open_after_s`` before it replaces
+  ``first_seen`` the earliest evidence. Between two ticks a step tick (:meth:`IncidentTracker.update_step`)
+  opens the step incidents the step detectors already show, so a step waits 5 s for a look, not 10.
+  A refined cause or location also has to hold ``open_after_s`` before it replaces
   the current one, so a borderline reading cannot make the cause flip every tick.
 * Inhibition by topology: an open root whose findings explain another open incident's anchor (a
   cooling loop over its GPUs, a hot GPU over its NPO link, a switch over its links) folds it: the
@@ -123,6 +125,33 @@ class IncidentTracker:
         if self.prune:
             self._forget(now)
         return out
+
+    def update_step(self, diagnoses: list[Diagnosis], now: float) -> list[Incident]:
+        """A step tick (EngineConfig.step_tick, halfway between full ticks): open the step diagnoses
+        (:func:`is_step`) whose key has no firing incident, as :meth:`update` would have at this tick,
+        then fold. Nothing else moves: no refresh, no debounce started or dropped, no resolution. The
+        step tick sees only the step detectors' findings, so a diagnosis it lacks says nothing, and what
+        it has of an open incident is the next full tick's to add. Returns copies of what changed."""
+        changed: set[str] = set()
+        seen: dict[str, Diagnosis] = {}
+        for d in sorted(diagnoses, key=lambda d: d.key):
+            if is_step(d):
+                seen.setdefault(incident_key(d), d)
+        # what an open root explains (a switch over its links) would only be folded into it at once: the
+        # readings of a switch coming back (a far end's last sample still dark) are that switch's
+        covered = {
+            a for i in self._open.values() if self._meta[i]["folded_into"] is None for a in self._meta[i]["covers"]
+        }
+        for key, d in seen.items():
+            if key in self._open or d.anchor in covered:
+                continue
+            pending = self._pending.pop(key, None)  # a debounce the full ticks had started: it opens now
+            since, first_seen = (pending[0], min(pending[1], d.first_seen)) if pending else (now, d.first_seen)
+            back = self._reattach(key, d, now, since=since)
+            changed.add(back if back is not None else self._start(d, now, first_seen=first_seen))
+        if changed:
+            self._fold(now, changed)
+        return [_copy(self._incidents[i]) for i in sorted(changed)]
 
     def _forget(self, now: float) -> None:
         """Drop every incident that no later tick can change: neither open nor able to re-open.

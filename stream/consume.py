@@ -217,7 +217,13 @@ class ProcessingLoop:
         if self.tick_marks is None:
             out += [finding_record(t, f, topology=self.processor.topology) for t, f in result.findings]
         else:
-            out += tick_records(result.findings, result.ticks, self.tick_marks, self.processor.topology)
+            topology = self.processor.topology
+            ticks = tick_records(result.findings, result.ticks, self.tick_marks, topology)
+            if result.step_ticks:  # stage 2's step ticks (EngineConfig.step_tick), in time order with the
+                # ticks: a source's marks share a partition, so stage 2 reads them in the order they ran
+                ticks += tick_records(result.step_findings, result.step_ticks, self.tick_marks, topology, step=True)
+                ticks.sort(key=lambda o: o.ts)  # stable: a tick's findings stay before its mark
+            out += ticks
         if out:
             self.bus.produce(out)
         published = time.monotonic()

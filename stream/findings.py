@@ -11,6 +11,10 @@ processor ``P`` ran its tick ``T`` and published ``N`` findings for it. Findings
 partitions, so stage 2 cannot rely on their order; with the marks it knows when it holds all of a
 tick's findings (stream/stage2.py), and its clock moves on when every domain is healthy, so open
 incidents still resolve. A processor that runs both stages sends neither.
+
+A step tick (``EngineConfig.step_tick``: the step detectors alone, halfway between two ticks) is
+published the same way with ``"step": true`` in its findings and its mark; stage 2 runs its own step
+tick over them. Records without the field are a full tick's (as every record was before step ticks).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class TickMark:
     ts: float
     source: str
     findings: int
+    step: bool = False  # a step tick's mark
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,7 @@ class Found:
     ts: float
     source: str | None
     finding: Finding
+    step: bool = False  # found by a step tick
 
 
 def _plain(value: Any) -> Any:
@@ -70,10 +76,12 @@ def to_json(tick: float, finding: Finding) -> dict[str, Any]:
     }
 
 
-def encode(tick: float, finding: Finding, source: str | None = None) -> bytes:
+def encode(tick: float, finding: Finding, source: str | None = None, step: bool = False) -> bytes:
     d = to_json(tick, finding)
     if source is not None:
         d["source"] = source
+    if step:
+        d["step"] = True
     return orjson.dumps(d, default=_plain, option=orjson.OPT_SORT_KEYS)
 
 
@@ -90,28 +98,33 @@ def finding_key(finding: Finding, topology: Topology | None) -> str:
 
 
 def finding_record(
-    tick: float, finding: Finding, source: str | None = None, topology: Topology | None = None
+    tick: float, finding: Finding, source: str | None = None, topology: Topology | None = None, step: bool = False
 ) -> Outgoing:
     """A finding for ``fabricwatch.findings``, keyed by its fault domain (:func:`finding_key`)."""
-    return Outgoing(TOPIC_FINDINGS, finding_key(finding, topology), encode(tick, finding, source), tick)
+    return Outgoing(TOPIC_FINDINGS, finding_key(finding, topology), encode(tick, finding, source, step), tick)
 
 
-def tick_record(tick: float, source: str, findings: int) -> Outgoing:
-    value = orjson.dumps(
-        {"mark": "tick", "source": source, "ts": tick, "findings": findings}, option=orjson.OPT_SORT_KEYS
-    )
-    return Outgoing(TOPIC_FINDINGS, source, value, tick)
+def tick_record(tick: float, source: str, findings: int, step: bool = False) -> Outgoing:
+    mark: dict[str, Any] = {"mark": "tick", "source": source, "ts": tick, "findings": findings}
+    if step:
+        mark["step"] = True
+    return Outgoing(TOPIC_FINDINGS, source, orjson.dumps(mark, option=orjson.OPT_SORT_KEYS), tick)
 
 
 def tick_records(
-    found: list[tuple[float, Finding]], ticks: list[float], source: str, topology: Topology | None = None
+    found: list[tuple[float, Finding]],
+    ticks: list[float],
+    source: str,
+    topology: Topology | None = None,
+    step: bool = False,
 ) -> list[Outgoing]:
-    """A stage-1 batch's output: its findings naming ``source``, then one mark per tick it ran."""
-    out = [finding_record(t, f, source, topology) for t, f in found]
+    """A stage-1 batch's output: its findings naming ``source``, then one mark per tick it ran (of its
+    step ticks, with ``step``)."""
+    out = [finding_record(t, f, source, topology, step) for t, f in found]
     counts: dict[float, int] = {}
     for t, _ in found:
         counts[t] = counts.get(t, 0) + 1
-    return out + [tick_record(t, source, counts.get(t, 0)) for t in ticks]
+    return out + [tick_record(t, source, counts.get(t, 0), step) for t in ticks]
 
 
 def from_json(d: Any) -> tuple[float, Finding]:
@@ -161,9 +174,16 @@ def decode(value: bytes) -> Found | TickMark:
             raise FindingError("tick mark: needs a number ts and a string source")
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise FindingError("tick mark: findings must be a count ≥ 0")
-        return TickMark(float(ts), source, n)
+        return TickMark(float(ts), source, n, _step(d))
     tick, finding = from_json(d)
     source = d.get("source")
     if source is not None and not isinstance(source, str):
         raise FindingError("source: must be a string")
-    return Found(tick, source, finding)
+    return Found(tick, source, finding, _step(d))
+
+
+def _step(d: dict[str, Any]) -> bool:
+    step = d.get("step", False)
+    if not isinstance(step, bool):
+        raise FindingError("step: must be true or false")
+    return step

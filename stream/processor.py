@@ -85,6 +85,9 @@ class HandleResult:
     incidents: list[Incident] = field(default_factory=list)
     findings: list[tuple[float, Finding]] = field(default_factory=list)  # (tick time, finding) of its ticks
     ticks: list[float] = field(default_factory=list)  # the detection ticks run (telemetry time)
+    # a split stage 1's step ticks (EngineConfig.step_tick) and their findings, for stage 2's step ticks
+    step_findings: list[tuple[float, Finding]] = field(default_factory=list)
+    step_ticks: list[float] = field(default_factory=list)
     rows: int = 0
 
 
@@ -116,6 +119,7 @@ class Processor:
         self.newest: float | None = None  # the newest corrected ts seen
         self.earliest: float | None = None  # the first telemetry seen: detection's grid starts here
         self._next_tick: float | None = None
+        self._step_done: float | None = None  # the last step tick run (or passed over), telemetry time
         self._firing_labels: dict[str, tuple[str, ...]] = {}
         self.rows_stored = 0
         self._partition_sources: dict[tuple[str, int], set[str]] = {}  # the sources read from each partition
@@ -204,6 +208,9 @@ class Processor:
             return False
         every = self.engine.every_s
         tick = self._next_tick if self._next_tick is not None else math.floor(self.earliest / every) * every + every
+        steps = self._step_done is not None and getattr(self.engine, "step_kinds", None)
+        if steps and tick - every / 2 > self._step_done:
+            tick -= every / 2  # the step tick before it comes first
         watermark = self.clocks.watermark()
         return watermark is not None and watermark >= tick + self.grace_s
 
@@ -263,7 +270,7 @@ class Processor:
             self.metrics.watermark.set(self.watermark)
         for source, offset in self.clocks.offsets().items():
             self.metrics.clock_offset.labels(source).set(offset)
-        result.incidents += self._run_due(final=False, findings=result.findings, ticks=result.ticks)
+        result.incidents += self._run_due(final=False, result=result)
 
     def _observe(self, message: schema.Message | schema.MessageBatch) -> None:
         stamps = (
@@ -299,28 +306,66 @@ class Processor:
         """End of input: run the ticks up to and including the watermark (replay, shutdown)."""
         return self._run_due(final=True)
 
-    def _run_due(
-        self, final: bool, findings: list[tuple[float, Finding]] | None = None, ticks: list[float] | None = None
-    ) -> list[Incident]:
+    def _run_due(self, final: bool, result: HandleResult | None = None) -> list[Incident]:
+        """Run the ticks that are due, in time order: the grid of ``every_s`` and, halfway between two
+        of its ticks, a step tick when the engine has step detectors (``step_kinds``). At the end of
+        input (``final``) a step tick runs only before a tick that runs too: a last look of the step
+        detectors alone, with no full tick after it, would open what no full tick ever saw."""
         if self.engine is None or self.watermark is None:
             return []
         every = self.engine.every_s
         if self._next_tick is None:
             assert self.earliest is not None
             self._next_tick = math.floor(self.earliest / every) * every + every
+            self._step_done = self._next_tick - every / 2  # the first step tick follows the first tick
+        steps = bool(getattr(self.engine, "step_kinds", None))
+        newest = self.newest if self.newest is not None else self.watermark
         changed: list[Incident] = []  # tick by tick, in id order within a tick
         while True:
             tick = self._next_tick
-            if final:
-                due = tick <= (self.newest if self.newest is not None else self.watermark) + every - 1e-9
-            else:
-                due = self.watermark >= tick + self.grace_s
+            due = tick <= newest + every - 1e-9 if final else self.watermark >= tick + self.grace_s
+            half = tick - every / 2
+            if steps and (self._step_done is None or half > self._step_done):
+                if not due if final else self.watermark < half + self.grace_s:
+                    break
+                changed += sorted(self._step_tick(half, result), key=lambda i: i.id)
+                self._step_done = half
+                continue
             if not due:
                 break
-            changed += sorted(self._tick(tick, findings), key=lambda i: i.id)
-            if ticks is not None:
-                ticks.append(tick)
+            changed += sorted(self._tick(tick, result.findings if result is not None else None), key=lambda i: i.id)
+            if result is not None:
+                result.ticks.append(tick)
             self._next_tick = tick + every
+        return changed
+
+    def _step_tick(self, tick: float, result: HandleResult | None) -> list[Incident]:
+        """A step tick at ``tick``: the engine's step detectors over a window of their kinds only
+        (detectors/stage.py). Its incidents are stored and published as a tick's; its findings are not
+        stored (the next tick's findings hold them), a split stage 1 publishes them for stage 2's step
+        tick."""
+        assert self.engine is not None
+        engine: Any = self.engine
+        self.clock.advance_to(tick + self.grace_s)
+        now = self.clock.now()
+        span = self.window_span()
+        window = self.buffer.window(tick - span, tick, self.clocks.corrections(), kinds=engine.step_kinds)
+        try:
+            changed: list[Incident] = engine.run_step(window, now)
+        except Exception:
+            self.metrics.errors.labels("detect").inc()
+            log.exception("step tick at %.0f failed; the next tick runs as usual", tick)
+            return []
+        for error in self.engine.errors:
+            self.metrics.errors.labels("detect").inc()
+            log.warning("step tick at %.0f: detector %s", tick, error)
+        if result is not None:
+            result.step_findings += [(tick, f) for f in getattr(engine, "step_findings", ())]
+            result.step_ticks.append(tick)
+        if changed:
+            self.store.write_batch(incidents=changed)
+        for incident in changed:
+            self._publish(incident)
         return changed
 
     def _tick(self, tick: float, found: list[tuple[float, Finding]] | None = None) -> list[Incident]:

@@ -13,6 +13,13 @@ or, bounded lateness, once the newest mark is more than ``stall_s`` past ``T``. 
 mark is more than ``stall_s`` behind the newest of all is quiet (stopped, or its partitions moved to
 another processor) and not waited for. A finding of a tick already closed is late: counted, dropped.
 
+Step ticks (``EngineConfig.step_tick``): a stage 1 also runs its step detectors halfway between two
+ticks and publishes their findings and mark flagged ``step`` (stream/findings.py). Stage 2 closes a
+step tick ``t`` the same way (every active source has marked ``t`` or later; every step mark of ``t``
+has its findings) before the tick after it, and hands its findings to the engine's ``run_step``, which
+opens step incidents only. A source that runs no step ticks sends no step mark and is waited for by
+none. A step finding after its step tick closed, or after the tick after it, is late.
+
 Nothing here reads a wall clock: the same findings and marks, in any interleaving of partitions
 that keeps each source within ``stall_s`` of the others, give the same incidents byte for byte.
 """
@@ -66,6 +73,11 @@ class Joiner:
         self.late = 0  # findings that came after their tick was closed
         self.ticks = 0  # ticks closed
         self._judged: list[tuple[float, Finding]] = []  # (now, finding) its judges made: :meth:`take_judged`
+        # step ticks: their findings, counts and marks as the ticks' above; the newest step tick closed
+        self._step_found: dict[float, dict[bytes, Finding]] = {}
+        self._step_received: dict[tuple[str, float], int] = {}
+        self._step_expected: dict[tuple[str, float], int] = {}
+        self.step_closed: float | None = None
 
     @property
     def watermark(self) -> float | None:
@@ -73,6 +85,9 @@ class Joiner:
         return max(self.latest.values()) if self.latest else None
 
     def add(self, item: Found | TickMark) -> None:
+        if item.step:
+            self._add_step(item)
+            return
         if self.next_tick is not None and item.ts < self.next_tick:
             if isinstance(item, Found):
                 self.late += 1
@@ -87,6 +102,24 @@ class Joiner:
         if item.source is not None:
             key = (item.source, item.ts)
             self._received[key] = self._received.get(key, 0) + 1
+
+    def _add_step(self, item: Found | TickMark) -> None:
+        """A step tick's finding or mark (see the module docstring)."""
+        closed = self.step_closed is not None and item.ts <= self.step_closed
+        if closed or (self.next_tick is not None and item.ts < self.next_tick - self.engine.every_s):
+            if isinstance(item, Found):
+                self.late += 1
+                log.warning("late step finding %s %s of step tick %.0f: dropped",
+                            item.finding.symptom, item.finding.id, item.ts)  # fmt: skip
+            return
+        if isinstance(item, TickMark):
+            self.latest[item.source] = max(self.latest.get(item.source, item.ts), item.ts)
+            self._step_expected[(item.source, item.ts)] = item.findings
+            return
+        self._step_found.setdefault(item.ts, {})[encode(item.ts, item.finding)] = item.finding
+        if item.source is not None:
+            key = (item.source, item.ts)
+            self._step_received[key] = self._step_received.get(key, 0) + 1
 
     def close_due(self, until: float | None = None) -> list[Incident]:
         """Close every tick before ``until`` (None: any) that is complete (or past ``stall_s``): a caller
@@ -105,23 +138,48 @@ class Joiner:
         for source in [s for s, t in self.latest.items() if t < newest - self.stall_s]:
             del self.latest[source]
         if self.next_tick is None:
-            self.next_tick = min([*self._found, *(t for _, t in self._expected)], default=newest)
+            full = [*self._found, *(t for _, t in self._expected)]
+            if not full and (self._step_found or self._step_expected):
+                return []  # only step ticks so far: the grid starts with a tick's (a step tick's is off it)
+            self.next_tick = min(full, default=newest)
         changes: list[Incident] = []
-        while self.next_tick <= newest and (until is None or self.next_tick < until):
+        while True:
+            step = min([*self._step_found, *(t for _, t in self._step_expected)], default=None)
+            if step is not None and step < self.next_tick:  # the step tick before the next tick comes first
+                if until is not None and step >= until:
+                    break
+                if not self._complete(step, newest, step=True) and newest - step <= self.stall_s:
+                    break
+                changes += sorted(self._close_step(step), key=lambda i: i.id)
+                continue
+            if until is not None and self.next_tick >= until:
+                break
             tick = self.next_tick
-            if not self._complete(tick, newest) and newest - tick <= self.stall_s:
+            if tick > newest or (not self._complete(tick, newest) and newest - tick <= self.stall_s):
                 break
             changes += sorted(self._close(tick), key=lambda i: i.id)
             self.next_tick = tick + self.engine.every_s
         return changes
 
-    def _complete(self, tick: float, newest: float) -> bool:
+    def _complete(self, tick: float, newest: float, step: bool = False) -> bool:
         active = {s for s, t in self.latest.items() if t >= newest - self.stall_s}
         if any(self.latest[s] < tick for s in active):
             return False
-        return all(
-            self._received.get((s, t), 0) >= n for (s, t), n in self._expected.items() if t == tick and s in active
-        )
+        received, expected = (self._step_received, self._step_expected) if step else (self._received, self._expected)
+        return all(received.get((s, t), 0) >= n for (s, t), n in expected.items() if t == tick and s in active)
+
+    def _close_step(self, tick: float) -> list[Incident]:
+        """Close step tick ``tick``: its findings, in :meth:`_close`'s order, to the engine's ``run_step``."""
+        found = self._step_found.pop(tick, {})
+        items = sorted(((f.entity, f.id, f.symptom, f.detector), key, f) for key, f in found.items())
+        for table in (self._step_received, self._step_expected):
+            for key in [k for k in table if k[1] <= tick]:
+                del table[key]
+        self.step_closed = tick
+        run = getattr(self.engine, "run_step", None)
+        if run is None or not items:
+            return []
+        return run([f for _, _, f in items], tick + self.grace_s)
 
     def _close(self, tick: float) -> list[Incident]:
         items: list[tuple[tuple, bytes, Finding]] = []
@@ -159,6 +217,12 @@ class Joiner:
             "next_tick": self.next_tick,
             "late": self.late,
             "ticks": self.ticks,
+            "step_found": [
+                [t, [to_json(t, f) for _, f in sorted(fs.items())]] for t, fs in sorted(self._step_found.items())
+            ],
+            "step_received": [[s, t, n] for (s, t), n in sorted(self._step_received.items())],
+            "step_expected": [[s, t, n] for (s, t), n in sorted(self._step_expected.items())],
+            "step_closed": self.step_closed,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -176,3 +240,12 @@ class Joiner:
         self.next_tick = None if state["next_tick"] is None else float(state["next_tick"])
         self.late = int(state["late"])
         self.ticks = int(state["ticks"])
+        self._step_found = {}  # a state from before step ticks has none of the step_* keys
+        for t, findings in state.get("step_found", []):
+            for d in findings:
+                tick, f = from_json(d)
+                self._step_found.setdefault(float(t), {})[encode(tick, f)] = f
+        self._step_received = {(s, float(t)): int(n) for s, t, n in state.get("step_received", [])}
+        self._step_expected = {(s, float(t)): int(n) for s, t, n in state.get("step_expected", [])}
+        closed = state.get("step_closed")
+        self.step_closed = None if closed is None else float(closed)

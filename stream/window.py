@@ -14,6 +14,7 @@ than once per window it falls in is most of a tick's window cost at 2,048 GPUs (
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,6 +144,17 @@ class WindowBuffer:
             )
         return self._modules_frame
 
-    def window(self, start: float, end: float, source_offsets: dict[str, float] | None = None) -> Window:
-        frames = {kind: self.frame(kind, start, end) for kind in KINDS}
+    def window(
+        self,
+        start: float,
+        end: float,
+        source_offsets: dict[str, float] | None = None,
+        kinds: Collection[str] | None = None,
+    ) -> Window:
+        """The window ``[start, end]``; with ``kinds``, only those are cut (a step tick's detectors read
+        three kinds), the others are empty frames and keep their last cut for the next window."""
+        frames = {
+            kind: self.frame(kind, start, end) if kinds is None or kind in kinds else empty_frame(kind)
+            for kind in KINDS
+        }
         return Window(start, end, frames, self.modules(), self.topology, source_offsets=dict(source_offsets or {}))

@@ -23,6 +23,7 @@ file and line, unknown keys included (a misspelt key silently ignored is a 3 a.m
     engine:                          # detection as a whole (detectors/config.py EngineConfig)
       window_s: 60                   #   history a tick looks at
       every_s: 10                    #   tick cadence in telemetry time
+      step_tick: true                #   and halfway, a tick of the step detectors only (links down, dark lanes)
       open_after_s: 30               #   a diagnosis holds this long before it pages
     detectors:                       # one section per detector: every registered one runs unless disabled
       pfc_storm: {enabled: false}

@@ -13,8 +13,10 @@ from fabricwatch.dashboards.alertmanager import AlertmanagerClient
 from fabricwatch.dashboards.surface import OncallSurface
 from fabricwatch.detectors.engine import DetectionEngine
 from fabricwatch.replay.run import replay
+from fabricwatch.topology import generate
 from tests.dashboards.httpserver import serving
 from tests.dashboards.test_alertmanager import check_postable_alerts
+from tests.detectors.synth import Timeline
 
 LIBRARY = Path(__file__).resolve().parents[2] / "replay" / "library"
 
@@ -50,3 +52,18 @@ def test_a_replayed_incident_reaches_metrics_and_alertmanager_once() -> None:
     assert {labels["link"] for labels, _ in samples["fabricwatch_lane_rx_power_dbm"]} >= {"L00005"}
     latency = samples["fabricwatch_detection_latency_seconds_sum"]
     assert latency == [({"type": "link_degradation"}, result.incidents[0].detected_at - result.incidents[0].first_seen)]
+
+
+def test_a_step_tick_s_incident_reaches_the_surface_as_a_tick_s_does() -> None:
+    """serve wraps the engine; the step tick (EngineConfig.step_tick) opens incidents too, and they must
+    be exported and alerted when it opens them, not when a later tick happens to change them."""
+    topo = generate(128, rails=8, gpus_per_node=8)
+    link = topo.links[3]
+    tl = Timeline(topo, duration=120, seed=1)
+    tl.put("port", "state", 0, start=60, port=[link.a, link.b])
+    surface = OncallSurface(topo, CollectorRegistry())
+    engine = surface.wrap(DetectionEngine(topo))
+    assert engine.step_kinds  # the processor runs step ticks through the wrapper
+    (opened,) = engine.run_step(tl.window(75.0), now=tl.start + 76.0)
+    assert opened.cause == "link_down"
+    assert list(surface.metrics._open) == [opened.id]
