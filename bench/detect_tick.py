@@ -21,16 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabricwatch import topology
 from fabricwatch.detectors.engine import DetectionEngine
+from fabricwatch.records import Window
 from tests.detectors.synth import Timeline
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=int, default=1024)
-    parser.add_argument("--ticks", type=int, default=30)
-    args = parser.parse_args()
-    topo = topology.generate(args.gpus, rails=8)
-    duration = 60 + 10 * args.ticks
+def synth_windows(gpus: int, ticks: int) -> tuple[topology.Topology, list[Window]]:
+    """The hand-made supernode's windows, one per 10 s tick (bench/tick_dump.py replays them too)."""
+    topo = topology.generate(gpus, rails=8)
+    duration = 60 + 10 * ticks
     tl = Timeline(topo, duration=duration, seed=1)
     link = topo.links[17]
     tl.shift("optical", "rx_power_dbm", -4.0, start=120, ramp=60, port=link.b)
@@ -44,8 +42,16 @@ def main() -> None:
     tl.put("port", "pre_fec_ber", 5e-4, start=100, port=errored)
     tl.count("port", "fec_uncorrectable_total", 5, start=100, port=errored)
     tl.shift("gpu", "temp_c", 18.0, start=100, ramp=120, device=topo.gpus_of_loop(topo.cooling_loops[-1]))
+    return topo, [tl.window(t) for t in tl.ticks(10.0, 60.0)][:ticks]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1024)
+    parser.add_argument("--ticks", type=int, default=30)
+    args = parser.parse_args()
+    topo, windows = synth_windows(args.gpus, args.ticks)
     engine = DetectionEngine(topo)
-    windows = [tl.window(t) for t in tl.ticks(10.0, 60.0)][: args.ticks]
     rows = sum(len(f) for f in windows[0].frames.values())
     wall, cpu = [], []
     for w in windows:

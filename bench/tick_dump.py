@@ -58,24 +58,9 @@ DEFAULT_LIBRARY = (
 
 def synth_windows(gpus: int = 1024, ticks: int = 20) -> tuple[topo_mod.Topology, list[Window]]:
     """bench/detect_tick.py's windows."""
-    from tests.detectors.synth import Timeline
+    from bench.detect_tick import synth_windows as windows
 
-    topo = topo_mod.generate(gpus, rails=8)
-    duration = 60 + 10 * ticks
-    tl = Timeline(topo, duration=duration, seed=1)
-    link = topo.links[17]
-    tl.shift("optical", "rx_power_dbm", -4.0, start=120, ramp=60, port=link.b)
-    tl.shift("gpu", "temp_c", 25.0, start=100, ramp=60, device=topo.gpus[5])
-    flap = topo.links[40]
-    for k in range(0, duration, 30):
-        tl.put("port", "state", 0, start=k, end=k + 4, port=[flap.a, flap.b])
-        tl.count("port", "link_down_total", 1 / 30, start=0, port=[flap.a, flap.b])
-    leaf = topo.ports_of_device("leaf0-0")
-    errored = leaf[: int(0.6 * len(leaf))]
-    tl.put("port", "pre_fec_ber", 5e-4, start=100, port=errored)
-    tl.count("port", "fec_uncorrectable_total", 5, start=100, port=errored)
-    tl.shift("gpu", "temp_c", 18.0, start=100, ramp=120, device=topo.gpus_of_loop(topo.cooling_loops[-1]))
-    return topo, [tl.window(t) for t in tl.ticks(10.0, 60.0)][:ticks]
+    return windows(gpus, ticks)
 
 
 def record(path: Path, gpus: int, duration: float) -> None:
