@@ -33,7 +33,9 @@ findings it explains, so a finding is folded into one diagnosis at most:
    tx down at the transmitter (or bias up with the far rx down) → laser_degradation (transmitter);
    rx down in both directions → fiber_damage (link); in one direction → connector_contamination (link)
    (a direction dark on every lane with its transmitter lit is a broken fibre too);
-   errors with normal optical power → transceiver_fault (the port counting the worst errors).
+   errors with normal optical power → transceiver_fault (the port counting the worst errors); failed
+   codewords alone, with the BER known (``ber_known``) and normal and no corruption, are error bursts
+   as rule 5 reads them: no link problem (a BER the collector cannot read keeps them one).
 6b. corruption (CRC / symbol errors below the 1 % loss rule) on a link no rule above explained or
    covered: transceiver_fault at the port counting them (errors with normal optical power, DESIGN §4);
    with optical evidence on the link, rule 6 has already folded it into its optical cause. A receive
@@ -504,7 +506,7 @@ class Correlator:
         for anchor in sorted(anchors):
             ends = anchors[anchor]
             here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
-            if not any(f.symptom in ACTIONABLE for f in here):
+            if not any(f.symptom in ACTIONABLE for f in here) or _bursts_only(here):
                 continue
             cause, entity, ident, roots = self._link_cause(anchor, ends, here)
             roots = pool.take(roots)
@@ -648,6 +650,15 @@ class Correlator:
 def _without(findings: list[Finding], drop: list[Finding]) -> list[Finding]:
     gone = {id(f) for f in drop}
     return [f for f in findings if id(f) not in gone]
+
+
+def _bursts_only(here: list[Finding]) -> bool:
+    """Rule 6: a link whose only actionable sign is failed codewords, with its BER known (the detector
+    says so) and normal (no BER or loss finding) and no corruption: error bursts, as rule 5 reads them."""
+    actionable = [f for f in here if f.symptom in ACTIONABLE]
+    return all(f.symptom == "fec_uncorrectable" and f.attrs.get("ber_known") for f in actionable) and not any(
+        f.symptom in SUSTAINED or f.symptom == "corruption" for f in here
+    )
 
 
 def _all_lanes(f: Finding) -> bool:

@@ -7,6 +7,12 @@ interval and is then clean, while a corrupting receiver fails some in most inter
 codewords must have failed in ``persist_intervals`` intervals of the window and in at least
 ``persist_share`` of its intervals since the first one. Slower, steadier corruption is the corruption detector's (rates
 accumulated over an hour against CorrOpt's 1e-8). A counter that fell, wrapped or stuck is unknown.
+
+Each finding says whether the port's pre-FEC BER is known (``ber_known``: its BER column, or the
+corrected bits where a collector has no BER column, as pre_fec_ber reads it): failed codewords with a
+known BER that pre_fec_ber finds normal are error bursts, not a failing receiver (REALISM.md: the
+uncorrectables of a receiver come as its BER nears the FEC limit), which correlation's rule 6 then
+leaves alone; with the BER unknown they stay a link problem (a missing column is never quiet).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.frames import keyed, recent, sig, ts_or
+from fabricwatch.detectors.pre_fec_ber import corrected_ber
 from fabricwatch.records import Finding, Window
 
 
@@ -54,6 +61,9 @@ class FecUncorrectable(Detector):
         flagged = np.flatnonzero((np.nan_to_num(inc.total) >= cfg.fec_uncorrectable_min) & recurring)
         rate = inc.rate()
         last_ts = now.last_ts()
+        ber = now.median("pre_fec_ber") if flagged.size else np.empty(0)
+        if flagged.size and np.any(now.has("fec_corrected_total")):
+            ber = np.where(np.isnan(ber), corrected_ber(now), ber)
         out = []
         for i in flagged:
             port = now.names[i]
@@ -80,6 +90,7 @@ class FecUncorrectable(Detector):
                         "increase": sig(inc.total[i]),
                         "resets": int(inc.resets[i]),
                         "intervals": f"{int(failed_in[i])}/{int(since_first[i])}",
+                        "ber_known": bool(np.isfinite(ber[i])),
                     },
                 )
             )

@@ -6,6 +6,8 @@ Each row is a scenario of findings as detectors would report them, and the exact
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fabricwatch import topology
@@ -26,6 +28,12 @@ def f(symptom: str, ident: str, entity: str = "port", severity: str = "minor", l
     attrs = {"lanes": list(lanes), "lanes_total": 4} if entity == "port" else {}
     return Finding("test", symptom, entity, ident, t, t + 30, severity, ({"metric": symptom, entity: ident},),
                    cause, score, attrs)  # fmt: skip
+
+
+def burst(port: str) -> Finding:
+    """Failed codewords on a port whose BER the detector could read (fec_uncorrectable's ``ber_known``)."""
+    fec = f("fec_uncorrectable", port, severity="major")
+    return dataclasses.replace(fec, attrs={**fec.attrs, "ber_known": True})
 
 
 def errors_on(ports: list[str]) -> list[Finding]:
@@ -384,6 +392,27 @@ SMALL_ROWS = [
         EIGHT,
         [f("fec_uncorrectable", SPINE01[2], severity="major")],
         {("transceiver_fault", "port", SPINE01[2]): 1},
+        set(),
+    ),
+    (
+        "failed codewords on one link with its BER known and normal, no corruption: error bursts, no incident",
+        EIGHT,
+        [burst(SPINE01[2])],
+        {},
+        set(),
+    ),
+    (
+        "failed codewords with the BER known and rising: the transceiver",
+        EIGHT,
+        [burst(SPINE01[2]), f("ber_rise", SPINE01[2], severity="warning")],
+        {("transceiver_fault", "port", SPINE01[2]): 2},
+        set(),
+    ),
+    (
+        "failed codewords with the BER known, and frames lost to corruption: the transceiver",
+        EIGHT,
+        [burst(SPINE01[2]), f("corruption", SPINE01[2], severity="major")],
+        {("transceiver_fault", "port", SPINE01[2]): 2},
         set(),
     ),
     (

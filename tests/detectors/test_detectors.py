@@ -354,6 +354,23 @@ def test_detector_rows(name: str, comment: str, edit: Callable[[Timeline], None]
     assert {(f.symptom, f.id) for f in found} == expected, comment
 
 
+@pytest.mark.parametrize(
+    ("dropped", "known"),
+    [((), True), (("pre_fec_ber",), True), (("pre_fec_ber", "fec_corrected_total"), False)],
+)
+def test_failed_codewords_say_whether_the_ports_ber_is_known(dropped: tuple[str, ...], known: bool) -> None:
+    """The BER column, else the corrected bits (an mlx5 ethtool source), else unknown: correlation calls
+    codewords with a known, normal BER error bursts, and never those whose BER it cannot read."""
+
+    def edit(tl: Timeline) -> None:
+        tl.count("port", "fec_uncorrectable_total", 5, start=120, port=FAB.b)
+        for column in dropped:
+            tl.drop_column("port", column)
+
+    (found,) = findings_at("fec_uncorrectable", edit)
+    assert found.attrs["ber_known"] is known
+
+
 def test_missing_packet_counters_fall_back_to_bytes_over_the_roce_mtu() -> None:
     rate = 0.02 * 0.6 * BYTES_PER_S / 4096
 
