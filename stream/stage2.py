@@ -94,14 +94,7 @@ class Joiner:
                 log.warning("late finding %s %s of tick %.0f (closed up to %.0f): dropped",
                             item.finding.symptom, item.finding.id, item.ts, self.next_tick)  # fmt: skip
             return
-        if isinstance(item, TickMark):
-            self.latest[item.source] = max(self.latest.get(item.source, item.ts), item.ts)
-            self._expected[(item.source, item.ts)] = item.findings
-            return
-        self._found.setdefault(item.ts, {})[encode(item.ts, item.finding)] = item.finding
-        if item.source is not None:
-            key = (item.source, item.ts)
-            self._received[key] = self._received.get(key, 0) + 1
+        self._file(item, self._found, self._received, self._expected)
 
     def _add_step(self, item: Found | TickMark) -> None:
         """A step tick's finding or mark (see the module docstring)."""
@@ -112,14 +105,24 @@ class Joiner:
                 log.warning("late step finding %s %s of step tick %.0f: dropped",
                             item.finding.symptom, item.finding.id, item.ts)  # fmt: skip
             return
+        self._file(item, self._step_found, self._step_received, self._step_expected)
+
+    def _file(
+        self,
+        item: Found | TickMark,
+        found: dict[float, dict[bytes, Finding]],
+        received: dict[tuple[str, float], int],
+        expected: dict[tuple[str, float], int],
+    ) -> None:
+        """Keep a tick's (or a step tick's) finding or mark in its tables."""
         if isinstance(item, TickMark):
             self.latest[item.source] = max(self.latest.get(item.source, item.ts), item.ts)
-            self._step_expected[(item.source, item.ts)] = item.findings
+            expected[(item.source, item.ts)] = item.findings
             return
-        self._step_found.setdefault(item.ts, {})[encode(item.ts, item.finding)] = item.finding
+        found.setdefault(item.ts, {})[encode(item.ts, item.finding)] = item.finding
         if item.source is not None:
             key = (item.source, item.ts)
-            self._step_received[key] = self._step_received.get(key, 0) + 1
+            received[key] = received.get(key, 0) + 1
 
     def close_due(self, until: float | None = None) -> list[Incident]:
         """Close every tick before ``until`` (None: any) that is complete (or past ``stall_s``): a caller
