@@ -6,7 +6,8 @@ records are still on their way, and a fresh consumer group would start at the to
 earlier runs' records. This bus fixes both: ``subscribe`` joins a group of its own and waits until it
 is positioned at the end of every partition, so only this run's records are read; ``flush`` returns
 once the broker has acknowledged every record; ``poll`` returns empty only once every acknowledged
-record has been returned.
+record has been returned, or is on a partition its caller paused (the pacer holds a partition read
+ahead of the others, stream/pacing.py; the drain resumes it once the polls come back empty).
 
 Nothing waits forever: ``flush`` and ``poll`` give up after ``wait_s`` without progress and raise
 :class:`KafkaUnavailable` naming the broker and what is missing, so a stuck consumer fails the run in
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafka import errors as kerr
@@ -45,6 +46,7 @@ class LockstepKafkaBus(KafkaBus):
         self.wait_s = wait_s
         self._subscribed: set[str] = set()
         self._read: dict[TopicPartition, int] = {}  # the last position seen of each partition
+        self._paused: set[TopicPartition] = set()  # paused by the caller: its records are not awaited
 
     def subscribe(self, topics: Sequence[str]) -> None:
         super().subscribe(topics)
@@ -84,13 +86,13 @@ class LockstepKafkaBus(KafkaBus):
         returned (then at once, so records another producer keeps sending to the same topics cannot keep a
         drain going). Raises when none comes for ``wait_s`` while some are still unread."""
         started = time.monotonic()
-        if not self.unread():  # all of this run's records are back: stop here, even if others keep coming
+        if not self.awaited():  # all of this run's records are back: stop here, even if others keep coming
             return []
         while True:
             records = super().poll(max_records=max_records, timeout_s=max(timeout_s, POLL_SLICE_S))
             if records:
                 return records
-            unread = self.unread()
+            unread = self.awaited()
             if not unread:
                 return []
             idle = time.monotonic() - started
@@ -100,6 +102,22 @@ class LockstepKafkaBus(KafkaBus):
                     f"no record from broker {self.bootstrap} for {idle:.0f} s while {sum(unread.values())} "
                     f"acknowledged records are unread ({where}){self._lost_logs(unread)}"
                 )
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        super().pause(partitions)
+        self._paused.update(partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        super().resume(partitions)
+        self._paused.difference_update(partitions)
+
+    def awaited(self) -> dict[TopicPartition, int]:
+        """The unread records a poll waits for: those of partitions the caller has not paused. Waiting
+        for a paused one would wait out ``wait_s`` and fail a healthy run: the pacer resumes it only
+        after a poll comes back empty."""
+        return {tp: n for tp, n in self.unread().items() if tp not in self._paused}
 
     def unread(self) -> dict[TopicPartition, int]:
         """Acknowledged records of the subscribed topics not yet returned by poll, per partition (a

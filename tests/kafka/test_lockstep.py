@@ -71,6 +71,30 @@ def test_a_poll_that_gets_nothing_fails_naming_the_broker(kafka) -> None:
         bus.close()
 
 
+def test_a_partition_its_caller_paused_is_not_waited_for(kafka) -> None:
+    """The pacer pauses a partition read ahead of the others and resumes it only after an empty poll
+    (stream/pacing.drain): a poll that waited for its records failed a healthy demo after wait_s."""
+    bus = LockstepKafkaBus(kafka.bootstrap, partitions=kafka.partitions, wait_s=2.0)
+    try:
+        bus.subscribe([topic_of("gpu")])
+        produced = gpu_records(40)
+        bus.produce(produced)
+        bus.flush()
+        held = (topic_of("gpu"), 0)
+        bus.pause([held])
+        got = []
+        while records := bus.poll(max_records=100, timeout_s=0.0):  # an empty poll, not KafkaUnavailable
+            got += records
+        assert got and {(r.topic, r.partition) for r in got} <= set(bus.assignment()) - {held}
+        assert bus.unread().get(held, 0) > 0 and not bus.awaited()
+        bus.resume([held])
+        while records := bus.poll(max_records=100, timeout_s=0.0):
+            got += records
+        assert sorted(r.value for r in got) == sorted(r.value for r in produced)
+    finally:
+        bus.close()
+
+
 def test_records_lost_with_their_topic_are_named_as_such(kafka) -> None:
     from tests.kafka.conftest import reset_topics
 
