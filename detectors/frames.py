@@ -259,6 +259,10 @@ class Keyed:
         out[has] = self.ts[self._ends[has] - 1]
         return out
 
+    def span(self, position: int) -> slice:
+        """Where one entity's rows are, oldest first, in grouped order (``ts``, ``values(...)``)."""
+        return slice(int(self._starts[position]), int(self._ends[position]))
+
     def per_row(self, per_entity: np.ndarray) -> np.ndarray:
         """An entity-level array spread over the rows (grouped order)."""
         return np.asarray(per_entity)[self.codes]

@@ -9,6 +9,14 @@ too, against the other end: tx(far end, same lane) − rx(here) above ``link_los
 means the path between them may eat the light. Absolute readings carry each DOM's ±3 dB calibration
 error (SFF-8472), so a warning or the path loss is evidence beside a change or an alarm, never an
 incident alone (detectors/correlate.py NOT_ALONE).
+
+A dark receive lane whose port has come back up is no loss of light: a link is up only with light on
+every lane (IEEE 802.3 PCS lock; the simulator takes it down the same way), so when the port's state
+read down during the dark spell and reads up after the lane's last dark reading, that reading is the
+stale one of an outage that has ended (a leaf rebooted, and the spine, whose optics are read less often
+than its port states, last read its uplinks dark while the leaf was away; REALISM.md). The next reading
+of the lane says whether the light is back. A dark lane on a port that never read down is still
+reported (its state column may lag or lie: the lane is the evidence).
 """
 
 from __future__ import annotations
@@ -84,6 +92,7 @@ class OpticalThresholds(Detector):
         ta, tw = th["temp_high_alarm_c"], th["temp_high_warn_c"]
         with np.errstate(invalid="ignore"):
             dark_rx, dark_tx = rx_last <= dark, tx_last <= dark
+            dark_rx &= ~_back_up(window, full, now, dark_rx, dark)
             rx_alarm, tx_alarm, rx_warn, tx_warn = rx < rxa, tx < txa, rx < rxw, tx < txw
             bias_alarm, temp_alarm, bias_warn, temp_warn = bias >= ba, temp >= ta, bias >= bw, temp >= tw
             peer = now.peer_positions(window.topology.port_peer)
@@ -139,3 +148,28 @@ class OpticalThresholds(Detector):
         return lane_findings(
             self.name, symptom, severity, now, mask, metric, value, first, worst=worst, reference=("threshold", level)
         )
+
+
+def _back_up(window: Window, full: Keyed, now: Keyed, dark_rx: np.ndarray, dark: np.ndarray) -> np.ndarray:
+    """Dark lanes whose port read down during their dark spell and up since their last dark reading
+    (module docstring): the outage that darkened them is over."""
+    back = np.zeros(now.n, dtype=bool)
+    candidates = np.flatnonzero(dark_rx)
+    ports = keyed(window, "port")
+    if not len(candidates) or not ports.n or not ports.has("state"):
+        return back
+    where = ports.index.get_indexer(now.index.get_level_values(0)[candidates])
+    onset = first_crossing(full, "rx_power_dbm", dark + 1e-9, below=True)
+    last_dark = now.last_ts()
+    state = ports.values("state")
+    for i, p in zip(candidates, where, strict=True):
+        if p < 0:
+            continue
+        rows = ports.span(int(p))
+        ts, up = ports.ts[rows], state[rows]
+        known = ~np.isnan(up)
+        ts, up = ts[known], up[known]
+        if not len(ts) or up[-1] != 1 or not ts[-1] > last_dark[i]:
+            continue
+        back[i] = bool(np.any((up == 0) & (ts >= onset[i]) & (ts <= last_dark[i])))
+    return back

@@ -131,3 +131,42 @@ def test_a_switch_silent_through_its_change_ticket_pages_nobody(ticket: tuple, p
     diagnoses = correlator.correlate([silent])
     assert [(d.cause, d.id) for d in diagnoses] == ([("collector_silent", LEAF)] if paged else [])
     assert [d.id for d in correlator.held] == ([] if paged else [LEAF])
+
+
+def _optics_unread(tl: Timeline, port: str, start: float, end: float) -> None:
+    """The port's optics are not read between ``start`` and ``end`` (its poller reads them less often than
+    its port state: a spine's gNMI, REALISM.md); its state still is."""
+    f = tl.frames["optical"]
+    ts = f["ts"].to_numpy()
+    gone = (f["port"] == port).to_numpy() & (ts >= tl.start + start) & (ts < tl.start + end)
+    tl.frames["optical"] = f[~gone].reset_index(drop=True)
+
+
+@pytest.mark.parametrize(
+    ("state_back", "dark"),
+    [
+        (150.0, False),  # the port read up after the last dark reading: that reading is the ended outage's
+        (None, True),  # still down: the dark reading is today's, loss of light stands
+    ],
+)
+def test_a_dark_reading_taken_inside_an_outage_ends_with_it(state_back: float | None, dark: bool) -> None:
+    """Seed 8138's maintenance: the spines last read a rebooted leaf's uplinks dark during the reboot;
+    the leaf came back, the outage ended, and the stale dark reading stood alone as fiber_damage."""
+    tl = Timeline(TOPO, duration=200, seed=3)
+    port = HOST_ENDS[0]
+    tl.put("port", "state", 0, start=100, end=state_back, port=port)
+    tl.put("optical", "rx_power_dbm", -40.0, start=100, end=state_back, port=port)
+    _optics_unread(tl, port, 146, 200)  # last optical reading: 145 s, dark
+    found = {(f.symptom, f.id) for f in detector_class("optical_thresholds")().detect(tl.window(158))}
+    assert (("loss_of_light", port) in found) is dark
+
+
+def test_a_dark_lane_on_a_port_that_never_read_down_stays_loss_of_light() -> None:
+    """The rule needs the port down during the dark spell: a state column that lags or lies (up
+    throughout) never hides a dark lane."""
+    tl = Timeline(TOPO, duration=200, seed=3)
+    port = HOST_ENDS[0]
+    tl.put("optical", "rx_power_dbm", -40.0, start=100, port=port)
+    _optics_unread(tl, port, 146, 200)
+    found = {(f.symptom, f.id) for f in detector_class("optical_thresholds")().detect(tl.window(158))}
+    assert ("loss_of_light", port) in found
