@@ -675,6 +675,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=90, help="seconds of telemetry per run (default 90)")
     parser.add_argument("--processors", type=int, nargs="+", default=[2, 4], help="stage-1 processors per run")
     parser.add_argument("--repeat", type=int, default=1, help="runs per processor count (default 1)")
+    parser.add_argument("--keep", type=Path, help="copy each run's logs and DuckDB files into this folder")
     parser.add_argument("--role", choices=("bench", "collector"), default="bench", help=argparse.SUPPRESS)
     parser.add_argument("--load", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -698,6 +699,9 @@ def main(argv: list[str] | None = None) -> None:
                 for _ in range(args.repeat):
                     out.print(f"{n} processors ...", style="dim")
                     results.append(run_once(bootstrap, broker_pid, topology_file, topology, load, faults, n, tmp, out))
+                    if args.keep is not None:
+                        kept = max(tmp.glob("run-*"), key=lambda d: d.stat().st_mtime)
+                        shutil.copytree(kept, args.keep / kept.name, ignore=shutil.ignore_patterns("sealed-*"))
                     if len(results) < len(args.processors) * args.repeat:
                         print_runs(out, results[-1:], load)  # so far (a later run that fails keeps this one)
         print_runs(out, results, load)

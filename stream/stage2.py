@@ -12,6 +12,8 @@ Stage 2 closes tick ``T`` (runs correlation and the incident tracker over every 
 or, bounded lateness, once the newest mark is more than ``stall_s`` past ``T``. A source whose newest
 mark is more than ``stall_s`` behind the newest of all is quiet (stopped, or its partitions moved to
 another processor) and not waited for. A finding of a tick already closed is late: counted, dropped.
+A source is known from its first mark, even one of a tick already closed (a processor that starts
+behind the others), and waited for from the next open tick on.
 
 Step ticks (``EngineConfig.step_tick``): a stage 1 also runs its step detectors halfway between two
 ticks and publishes their findings and mark flagged ``step`` (stream/findings.py). Stage 2 closes a
@@ -85,6 +87,11 @@ class Joiner:
         return max(self.latest.values()) if self.latest else None
 
     def add(self, item: Found | TickMark) -> None:
+        if isinstance(item, TickMark) and item.source not in self.latest:
+            # A source's first mark makes it known, even of a tick already closed: a processor that
+            # started a tick behind the others had each of its marks dropped as late, so it never
+            # became known, no tick waited for it, and all its findings came late (bench/scale.py).
+            self.latest[item.source] = item.ts
         if item.step:
             self._add_step(item)
             return

@@ -128,6 +128,25 @@ def test_a_quiet_processor_holds_stage_2_back_for_stall_s_at_most() -> None:
     assert [now for now, _ in rec.ticks] == [11.0, 21.0, 31.0, 41.0, 51.0]  # ... then b is quiet
 
 
+def test_a_processor_a_tick_behind_the_first_is_waited_for_from_its_first_mark_on() -> None:
+    """bench/scale.py: b started a tick behind a, so each of b's marks came after a had closed its tick.
+    They were dropped as late, b never became known, no tick waited for it, and every finding of b came
+    late (three of six faults never opened). Its first mark, late or not, makes it known."""
+    rec = Recorder()
+    j = Joiner(rec, stall_s=60.0)
+    j.add(TickMark(10.0, "a", 0))
+    j.close_due()  # only a is known: tick 10 closes on a alone
+    j.add(Found(10.0, "b", finding(id="node001/gpu1")))
+    j.add(TickMark(10.0, "b", 1))  # late: its tick is closed
+    assert j.late == 1
+    j.add(TickMark(20.0, "a", 0))
+    assert j.close_due() == [] and [now for now, _ in rec.ticks] == [11.0]  # tick 20 waits for b
+    j.add(Found(20.0, "b", finding(id="node001/gpu1")))
+    j.add(TickMark(20.0, "b", 1))
+    j.close_due()
+    assert rec.ticks[-1] == (21.0, ["node001/gpu1"]) and j.late == 1
+
+
 def test_the_joiners_state_resumes_where_it_stopped() -> None:
     j = Joiner(Recorder())
     j.add(TickMark(10.0, "a", 1))
