@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.config import DetectorConfig
+from fabricwatch.detectors.frames import same_keys
 
 
 class BaselineConfig(DetectorConfig):
@@ -144,19 +145,6 @@ class Baselines:
                 [np.nan if v is None else v for v in saved.get("t", [None] * len(keys))], dtype=np.float64
             )
         self._cache = None
-
-
-def same_keys(a: pd.Index, b: pd.Index) -> bool:
-    """``a`` and ``b`` hold the same keys in the same order, compared by value (a flat Index) or by
-    levels and codes (a MultiIndex as :class:`detectors.frames.Keyed` builds it, sorted levels)."""
-    if len(a) != len(b) or isinstance(a, pd.MultiIndex) != isinstance(b, pd.MultiIndex):
-        return False
-    if isinstance(a, pd.MultiIndex) and isinstance(b, pd.MultiIndex):
-        return a.nlevels == b.nlevels and all(
-            np.array_equal(np.asarray(la), np.asarray(lb)) and np.array_equal(ca, cb)
-            for la, lb, ca, cb in zip(a.levels, b.levels, a.codes, b.codes, strict=True)
-        )
-    return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
 
 
 def _plain(index: pd.Index) -> list:

@@ -48,9 +48,8 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.base import Detector
-from fabricwatch.detectors.baseline import same_keys
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import Increase, Keyed, keyed, sig, ts_or
+from fabricwatch.detectors.frames import Increase, Keyed, keyed, same_keys, sig, ts_or
 from fabricwatch.records import Finding, Window
 
 HOUR_S = 3600.0

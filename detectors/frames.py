@@ -7,7 +7,9 @@ is pure and deterministic: entities come out sorted by key, nulls and missing co
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,8 +46,14 @@ class Keyed:
     slice ``_starts[e]:_ends[e]`` and per-entity aggregates need no groupby.
     """
 
-    def __init__(self, frame: pd.DataFrame, keys: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        keys: tuple[str, ...],
+        factorized: Callable[[str], tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> None:
         self.frame = frame
+        self._factorized = factorized  # a column's codes and keys, shared with the tick's other readers
         self._values: dict[str, np.ndarray] = {}
         self._aggs: dict[tuple[str, str], np.ndarray] = {}
         self._steps: dict[str, Steps] = {}
@@ -65,7 +73,7 @@ class Keyed:
             self.n = 0
             self._bounds()
             return
-        first, uniques = factorize(frame[keys[0]])
+        first, uniques = factorized(keys[0]) if factorized else factorize(frame[keys[0]])
         names = pd.Index(uniques, dtype=object)
         if len(keys) == 1:
             codes = first
@@ -116,6 +124,7 @@ class Keyed:
         view._parent, view._take = self, take
         view._values, view._aggs, view._steps = {}, {}, {}
         view._src = None
+        view._factorized = None
         view._names = self._names
         view._grid = view._pair_cache = None
         view.rows, view.codes, view.ts = self.rows[take], self.codes[take], self.ts[take]
@@ -136,9 +145,11 @@ class Keyed:
         """The column in grouped order as float64; null and a missing column are NaN."""
         v = self._values.get(column)
         if v is None:
-            if self._parent is not None:
-                v = self._parent.values(column).take(self._take)
+            if self._parent is not None and column in self._parent._values:
+                v = self._parent._values[column].take(self._take)
             elif column in self.frame.columns and self.n:
+                # a view reads its rows from the frame, not through the whole window's (which may
+                # never be needed: most ticks judge only the recent rows of most columns)
                 raw = self.frame[column]
                 if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "biuf":  # numpy-backed: no NA to map
                     v = np.asarray(raw.to_numpy(), dtype=np.float64).take(self.rows)
@@ -166,7 +177,7 @@ class Keyed:
         counts = self._ends - self._starts
         width = int(counts.max())
         if width * self.n == len(v):
-            grid = np.sort(v.reshape(self.n, width), axis=1)  # NaN last
+            grid = v.reshape(self.n, width)
         elif width * self.n > 8 * len(v) + 1024:
             return None
         else:
@@ -175,14 +186,7 @@ class Keyed:
             grid = np.full(self.n * width, np.nan)
             grid[self._grid] = v
             grid = grid.reshape(self.n, width)
-            grid.sort(axis=1)  # NaN last
-        nan = np.isnan(grid[:, -1])  # sorted NaN last: a row without NaN has none in its last column
-        if not nan.any():  # every entity has ``width`` values (the usual case): the middle columns
-            return (grid[:, (width - 1) // 2] + grid[:, width // 2]) / 2
-        k = width - np.isnan(grid).sum(axis=1)
-        rows = np.arange(self.n)
-        lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
-        return np.where(k > 0, (grid[rows, lo] + grid[rows, hi]) / 2, np.nan)
+        return row_medians(grid)
 
     def _agg(self, column: str, how: str) -> np.ndarray:
         key = (column, how)
@@ -299,7 +303,8 @@ class Keyed:
             if self._parent is not None:
                 self._src = self._parent.sources().take(self._take)
             elif "source" in self.frame.columns and self.n:
-                self._src = factorize(self.frame["source"])[0].take(self.rows)
+                codes = (self._factorized("source") if self._factorized else factorize(self.frame["source"]))[0]
+                self._src = codes.take(self.rows)
             else:
                 self._src = np.zeros(len(self.codes), dtype=np.int64)
         return self._src
@@ -396,13 +401,65 @@ class Keyed:
         return Increase(np.where((samples >= 2) & (unknown == 0), inc, np.nan), span, resets, first_up, unknown)
 
 
-def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def row_medians(grid: np.ndarray) -> np.ndarray:
+    """The median of each row of a 2-D array, NaN skipped (NaN for a row of NaN only): the middle
+    of each row sorted. Rows of up to :data:`_NETWORK_MAX` columns are sorted by a sorting network,
+    column against column (a few dozen vector min/max over all rows: several times faster than
+    ``np.sort(axis=1)``, whose cost is per row); NaN stands as +inf there and is counted apart."""
+    n, width = grid.shape
+    if not n or not width:
+        return np.full(n, np.nan)
+    nan = np.isnan(grid)
+    any_nan = bool(nan.any())
+    if width <= _NETWORK_MAX:
+        cols = list((np.where(nan, np.inf, grid) if any_nan else grid).T.copy())
+        for i, j in _network(width):
+            lo = np.minimum(cols[i], cols[j])
+            np.maximum(cols[i], cols[j], out=cols[j])
+            cols[i] = lo
+        if not any_nan:
+            return (cols[(width - 1) // 2] + cols[width // 2]) / 2
+        ordered = np.stack(cols, axis=1)
+    else:
+        ordered = np.sort(grid, axis=1)  # NaN last
+        if not any_nan:
+            return (ordered[:, (width - 1) // 2] + ordered[:, width // 2]) / 2
+    k = width - nan.sum(axis=1)  # each row's values: the first k of its sorted row
+    rows = np.arange(n)
+    lo, hi = np.maximum((k - 1) // 2, 0), np.maximum(k // 2, 0)
+    return np.where(k > 0, (ordered[rows, lo] + ordered[rows, hi]) / 2, np.nan)
+
+
+_NETWORK_MAX = 16  # a 16-input network has 63 comparators; wider rows (1 s scrapes) go to np.sort
+
+
+@functools.cache
+def _network(n: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge sort for ``n`` inputs, as (i, j) compare-exchange pairs (i < j); any n
+    (tests/detectors/test_keyed_median.py checks every n up to :data:`_NETWORK_MAX` by the 0-1 principle)."""
+    pairs: list[tuple[int, int]] = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple(pairs)
+
+
+def factorize(column: pd.Series, memo: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(column.astype(str), sort=True)``: int64 codes (-1: null) and the sorted keys as an
     object array (looked up one at a time, pandas' Arrow-backed strings are slow). Arrow strings are
     hashed by Arrow's dictionary encoding (about half of pandas' factorize), once per run of equal
     consecutive keys where runs are common: a scrape's rows of one source, or of one port's lanes,
     come together, and comparing neighbours costs a fraction of hashing every row. A column without
-    runs (a port frame's ports: one row each per scrape) is encoded whole, without looking for them."""
+    runs (a port frame's ports: one row each per scrape) is encoded whole, without looking for them.
+    With ``memo`` (kept by the caller from one tick to the next) the sorted keys of a dictionary equal
+    to the last one are reused: a fleet's names are the same from tick to tick."""
     if getattr(column.dtype, "storage", None) == "pyarrow" and len(column) > 1:
         arrow = pa.array(column)
         n = len(arrow)
@@ -417,12 +474,18 @@ def factorize(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(values, pa.ChunkedArray):  # a frame from Arrow tables: one dictionary, not one a chunk
             values = values.combine_chunks()
         encoded = pc.dictionary_encode(values)
-        # str order, as pandas sorts them: Arrow sorts UTF-8 bytes, which is code point order
-        # (Python's), and the keys are unique, so the order is the same as a stable argsort of them
-        order = pc.sort_indices(encoded.dictionary).to_numpy()
-        keys = np.asarray(encoded.dictionary.take(pa.array(order)).to_pylist(), dtype=object)
-        rank = np.empty(len(order) + 1, dtype=np.int64)
-        rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
+        last = memo.get("dictionary") if memo is not None else None
+        if last is not None and last[0].equals(encoded.dictionary):
+            keys, rank = last[1], last[2]
+        else:
+            # str order, as pandas sorts them: Arrow sorts UTF-8 bytes, which is code point order
+            # (Python's), and the keys are unique, so the order is the same as a stable argsort of them
+            order = pc.sort_indices(encoded.dictionary).to_numpy()
+            keys = np.asarray(encoded.dictionary.take(pa.array(order)).to_pylist(), dtype=object)
+            rank = np.empty(len(order) + 1, dtype=np.int64)
+            rank[order], rank[-1] = np.arange(len(order)), -1  # a null (index -1) stays -1
+            if memo is not None:
+                memo["dictionary"] = (encoded.dictionary, keys, rank)
         codes = rank[pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)]
         if heads is not None:
             codes = np.repeat(codes, np.diff(np.r_[heads, n]))
@@ -497,6 +560,19 @@ class Increase:
             return np.where(self.span > 0, self.total / self.span, np.nan)
 
 
+def same_keys(a: pd.Index, b: pd.Index) -> bool:
+    """``a`` and ``b`` hold the same keys in the same order, compared by value (a flat Index) or by
+    levels and codes (a MultiIndex as :class:`detectors.frames.Keyed` builds it, sorted levels)."""
+    if len(a) != len(b) or isinstance(a, pd.MultiIndex) != isinstance(b, pd.MultiIndex):
+        return False
+    if isinstance(a, pd.MultiIndex) and isinstance(b, pd.MultiIndex):
+        return a.nlevels == b.nlevels and all(
+            np.array_equal(np.asarray(la), np.asarray(lb)) and np.array_equal(ca, cb)
+            for la, lb, ca, cb in zip(a.levels, b.levels, a.codes, b.codes, strict=True)
+        )
+    return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
+
+
 def frame_of(window: Window, kind: str) -> pd.DataFrame:
     frame = window.frames.get(kind)
     return frame if frame is not None else pd.DataFrame(columns=["ts", "source", *KEYS[kind]])
@@ -507,9 +583,47 @@ def keyed(window: Window, kind: str, since: float | None = None) -> Keyed:
     key = ("keyed", kind, since)
     hit = window.cache.get(key)
     if hit is None:
-        hit = Keyed(frame_of(window, kind), KEYS[kind]) if since is None else keyed(window, kind).since(since)
+        if since is None:
+            hit = Keyed(frame_of(window, kind), KEYS[kind], lambda column: factorized(window, kind, column))
+        else:
+            hit = keyed(window, kind).since(since)
         window.cache[key] = hit
     return hit
+
+
+def peer_positions(window: Window, at: Keyed) -> np.ndarray:
+    """``at.peer_positions`` over the topology's links, reused from the last tick for the same entities."""
+    memo, key = carried(window), ("peer_positions", tuple(at.index.names))
+    last = memo.get(key)
+    peer_of = window.topology.port_peer
+    if last is not None and last[1] is peer_of and same_keys(last[0], at.index):
+        return last[2]
+    out = at.peer_positions(peer_of)
+    memo[key] = (at.index, peer_of, out)
+    return out
+
+
+def factorized(window: Window, kind: str, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`factorize` of one column of the window's frame of ``kind``, once a tick: liveness and
+    the grouped views both read each row's source."""
+    key = ("factorized", kind, column)
+    hit = window.cache.get(key)
+    if hit is None:
+        memo = carried(window).setdefault(key, {})
+        hit = window.cache[key] = factorize(frame_of(window, kind)[column], memo)
+    return hit
+
+
+CARRY = "carried"  # window.cache key of what outlives the tick (:func:`carried`)
+
+
+def carried(window: Window) -> dict[Any, Any]:
+    """Facts derived from one tick's inputs that the next tick may reuse, each stored beside the
+    inputs it came from and reused only when they are equal by value (so a hit gives exactly what
+    computing afresh would). The stage that owns the detectors hands the same dict to each of its
+    windows (:meth:`detectors.stage.Stage1.detect`); a window without one gets an empty dict and
+    reuses nothing."""
+    return window.cache.setdefault(CARRY, {})
 
 
 def scrape_interval(window: Window, kind: str) -> float:
@@ -586,11 +700,16 @@ def _reported_thresholds(
     hit = window.cache.get(("module_thresholds", id(index)))
     if hit is not None and hit[0] is index:
         return hit[1]
+    mods = window.modules if window.modules is not None else pd.DataFrame()
+    last = carried(window).get("module_thresholds")  # the last tick's: the same modules and entities, usually
+    if last is not None and same_keys(last[0], index) and last[1].equals(mods):
+        window.cache[("module_thresholds", id(index))] = (index, last[2])
+        return last[2]
     if isinstance(index, pd.MultiIndex):
         ports, spread = pd.Index(index.levels[0], dtype=object), np.asarray(index.codes[0])
     else:
         ports, spread = pd.Index(index, dtype=object), np.arange(len(index))
-    mods = window.modules if window.modules is not None else pd.DataFrame()
+    frame = mods
     if len(mods) and "port" in mods.columns:
         if "ts" in mods.columns:
             mods = mods.sort_values("ts", kind="stable")
@@ -612,6 +731,7 @@ def _reported_thresholds(
         reported[column] = per_port
     out = (reported, media, kinds, spread)
     window.cache[("module_thresholds", id(index))] = (index, out)
+    carried(window)["module_thresholds"] = (index, frame, out)
     return out
 
 

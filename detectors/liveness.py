@@ -31,7 +31,7 @@ import pandas as pd
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
 from fabricwatch.detectors.correlate import Diagnosis
-from fabricwatch.detectors.frames import factorize
+from fabricwatch.detectors.frames import factorized
 from fabricwatch.records import Finding, Window
 
 SYMPTOMS = frozenset({"collector_silent", "seq_gap"})
@@ -81,7 +81,7 @@ class Liveness(Detector):
         for kind, frame in sorted(window.frames.items()):
             if frame.empty or "source" not in frame:
                 continue
-            stats_by_source = _per_source(frame, cadence=kind not in NO_CADENCE_KINDS)
+            stats_by_source = _per_source(frame, factorized(window, kind, "source"), kind not in NO_CADENCE_KINDS)
             for source, stats in stats_by_source.items():
                 s = seen.setdefault(source, {"last": -np.inf, "intervals": [], "entities": set(), "gaps": []})
                 s["last"] = max(s["last"], stats["last"])
@@ -172,10 +172,13 @@ class Liveness(Detector):
         self.handed_off = {str(k): float(v) for k, v in state.get("handed_off", {}).items()}
 
 
-def _per_source(frame: pd.DataFrame, cadence: bool) -> dict[str, dict[str, Any]]:
-    """Per source of one kind's frame (sorted by ts): newest ts, median gap between distinct ts, lost
-    messages (rises of seq by more than one, in ts order). Vectorised: one pass per kind per tick."""
-    codes, uniques = factorize(frame["source"])  # a scrape's rows come together: one hash a run
+def _per_source(
+    frame: pd.DataFrame, sources: tuple[np.ndarray, np.ndarray], cadence: bool
+) -> dict[str, dict[str, Any]]:
+    """Per source of one kind's frame (sorted by ts; ``sources``: its source column factorised):
+    newest ts, median gap between distinct ts, lost messages (rises of seq by more than one, in ts
+    order). Vectorised: one pass per kind per tick."""
+    codes, uniques = sources
     ts = frame["ts"].to_numpy(dtype=float)
     seqs = frame["seq"].to_numpy(dtype=float) if "seq" in frame else None
     if "lane" in frame and len(frame):  # optical: a row per lane, four to a port; lane 0 says as much

@@ -26,7 +26,15 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import Keyed, first_crossing, keyed, lane_findings, module_thresholds, recent
+from fabricwatch.detectors.frames import (
+    Keyed,
+    first_crossing,
+    keyed,
+    lane_findings,
+    module_thresholds,
+    peer_positions,
+    recent,
+)
 from fabricwatch.records import Finding, Window
 
 MEDIA_DEFAULTS: dict[str, dict[str, float]] = {
@@ -95,7 +103,7 @@ class OpticalThresholds(Detector):
             dark_rx &= ~_back_up(window, full, now, dark_rx, dark)
             rx_alarm, tx_alarm, rx_warn, tx_warn = rx < rxa, tx < txa, rx < rxw, tx < txw
             bias_alarm, temp_alarm, bias_warn, temp_warn = bias >= ba, temp >= ta, bias >= bw, temp >= tw
-            peer = now.peer_positions(window.topology.port_peer)
+            peer = peer_positions(window, now)
             tx_far = np.where(peer >= 0, tx[np.maximum(peer, 0)], np.nan)
             loss = tx_far - rx
             lit = ~dark_rx & ~(tx_far <= dark) & np.isfinite(loss)

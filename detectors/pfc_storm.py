@@ -53,7 +53,7 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import Fraction
-from fabricwatch.detectors.frames import Keyed, sig, ts_or
+from fabricwatch.detectors.frames import Keyed, peer_positions, sig, ts_or
 from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
 from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
@@ -135,7 +135,7 @@ class PfcStorm(Detector):
             if not pausing.any():
                 return []
             storming, paused, priority = self.storming(window, t.at)
-            partner = t.at.peer_positions(window.topology.port_peer)
+            partner = peer_positions(window, t.at)
             held = np.where(partner >= 0, storming[np.maximum(partner, 0)], False)
             reason = (t.queue >= cfg.queue_high_bytes) | (t.rx_pause >= cfg.pause_rate_min)
             devices = t.device_of(window)

@@ -41,7 +41,7 @@ import numpy as np
 
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import Count, Positive
-from fabricwatch.detectors.frames import sig, ts_or
+from fabricwatch.detectors.frames import carried, sig, ts_or
 from fabricwatch.detectors.traffic import Traffic, TrafficConfig, traffic
 from fabricwatch.records import Finding, Window
 
@@ -98,6 +98,10 @@ def role_of(window: Window, ports: list[str]) -> np.ndarray:
     hit = window.cache.get(key)
     if hit is not None:
         return hit
+    last = carried(window).get("port_roles")  # the last tick's: the same ports, usually
+    if last is not None and last[0] is window.topology and last[1] == ports:
+        window.cache[key] = last[2]
+        return last[2]
     topo = window.topology
     tiers = {s.name: s.tier for s in topo.switches}
     out = []
@@ -112,6 +116,7 @@ def role_of(window: Window, ports: list[str]) -> np.ndarray:
             out.append("leaf_uplink" if tier == "leaf" else "spine" if tier == "spine" else "")
     hit = np.array(out, dtype=object)
     window.cache[key] = hit
+    carried(window)["port_roles"] = (topo, ports, hit)
     return hit
 
 

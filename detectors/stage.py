@@ -33,7 +33,7 @@ import numpy as np
 from fabricwatch.detectors.base import Detector, Judge, detector_class
 from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.detectors.correlate import Correlator, Diagnosis, finding_order
-from fabricwatch.detectors.frames import keyed
+from fabricwatch.detectors.frames import CARRY, keyed
 from fabricwatch.detectors.liveness import silent_entities
 from fabricwatch.detectors.tracker import IncidentTracker
 from fabricwatch.errors import InputError
@@ -81,6 +81,10 @@ class Stage1:
             if cfg.step_tick
             else []
         )
+        # facts derived from a tick's inputs that the next may reuse (detectors/frames.py carried): one
+        # dict for full ticks and one for step ticks, whose windows hold other kinds
+        self._carried: dict[Any, Any] = {}
+        self._step_carried: dict[Any, Any] = {}
         self.findings: list[Finding] = []  # the last tick's findings (the processor stores and publishes them)
         self.step_findings: list[Finding] = []  # the last step tick's (published to a split stage 2, not stored)
         self.errors: list[str] = []  # the last tick's detector failures, "name: error" (never fatal)
@@ -108,19 +112,20 @@ class Stage1:
     def detect(self, window: Window) -> list[Finding]:
         """Every detector over the window, findings in a stable order. A detector that fails is
         reported in :attr:`errors` and skipped for the tick; the others still run."""
-        self.findings = self._detect(self.detectors, window)
+        self.findings = self._detect(self.detectors, window, self._carried)
         return self.findings
 
     def detect_step(self, window: Window) -> list[Finding]:
         """The step tick: the step detectors over the window (of :attr:`step_kinds`). Every finding they
         make goes on (a switch's outage count, an inventory port: correlation needs them to place the
         steps); stage 2 opens only step incidents from them (:meth:`Stage2.run_step`)."""
-        self.step_findings = switch_alive(self._detect(self.step_detectors, window), window)
+        self.step_findings = switch_alive(self._detect(self.step_detectors, window, self._step_carried), window)
         return self.step_findings
 
-    def _detect(self, detectors: list[Detector], window: Window) -> list[Finding]:
+    def _detect(self, detectors: list[Detector], window: Window, carried: dict[Any, Any]) -> list[Finding]:
         findings: list[Finding] = []
         self.errors = []
+        window.cache[CARRY] = carried  # what the last such tick derived, reused where its inputs are equal
         for detector in detectors:
             try:
                 findings += detector.detect(window)
@@ -184,6 +189,10 @@ class Stage2:
         self.step_correlator = Correlator(topology, self.config)
         self._config_tickets = tuple(cfg.maintenance)  # the config's own change tickets (file_tickets adds)
         self.tracker = IncidentTracker(self.config, id_prefix=id_prefix, prune=prune)
+        # facts derived from a tick's inputs that the next may reuse (detectors/frames.py carried): one
+        # dict for full ticks and one for step ticks, whose windows hold other kinds
+        self._carried: dict[Any, Any] = {}
+        self._step_carried: dict[Any, Any] = {}
         self.findings: list[Finding] = []  # the last tick's findings as correlated (samples judged)
         self.judged: list[Finding] = []  # of those, the ones its judges made (no stage 1 has them)
         self.errors: list[str] = []  # the last tick's judge failures, "name: error" (never fatal)
