@@ -80,13 +80,24 @@ class Keyed:
             self.index = names.rename(keys[0])
             self._names = names.tolist()
         else:
-            lane = pd.to_numeric(frame[keys[1]], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
-            combined = first * _LANE_SPAN + np.clip(lane, 0, _LANE_SPAN - 1)
+            raw = frame[keys[1]]
+            if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "iu":  # numpy integers: no null to fill
+                lane = raw.to_numpy().astype(np.int64, copy=False)
+            else:
+                lane = pd.to_numeric(raw, errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+            if len(lane) and (lane.min() < 0 or lane.max() >= _LANE_SPAN):  # never valid (schema: 0..63)
+                lane = np.clip(lane, 0, _LANE_SPAN - 1)
+            combined = first * _LANE_SPAN + lane
             # dense re-coding (combined < ports x 64): sorted, and cheaper than hashing again
             present = np.zeros(len(uniques) * _LANE_SPAN, dtype=bool)
             if first.min() >= 0:  # no null key (the schema lets none through): no masks
                 present[combined] = True
-                codes = (np.cumsum(present) - 1)[combined]
+                grid = present.reshape(len(uniques), _LANE_SPAN)
+                width = int(grid[0].sum())
+                if grid[:, :width].all() and not grid[:, width:].any():  # every port lanes 0..width-1
+                    codes = first * width + lane
+                else:
+                    codes = (np.cumsum(present) - 1)[combined]
             else:
                 combined[first < 0] = -1
                 present[combined[first >= 0]] = True
@@ -363,11 +374,12 @@ class Keyed:
                 hit = Steps(np.zeros(0, dtype=np.int64), empty, empty, empty, no, c, no)
             else:
                 before, codes, ts, dt = self._pairs() if every else _pairs(c, t)
-                later = x.take(before + 1)
-                d = later - x.take(before)
+                d = np.diff(x).take(before)
                 fell = d < 0
-                bad = fell | np.isin(later, SATURATED)
-                hit = Steps(codes, ts, np.where(bad, np.nan, d), dt, fell, c, bad)
+                bad = fell
+                if np.isin(x, SATURATED).any():  # rare: only then look for the later samples at a maximum
+                    bad = fell | np.isin(x.take(before + 1), SATURATED)
+                hit = Steps(codes, ts, np.where(bad, np.nan, d) if bad.any() else d, dt, fell, c, bad)
             self._steps[column] = hit
         return hit
 
@@ -391,11 +403,21 @@ class Keyed:
         with fewer than two samples or with an unknown step here (reset, wrap or saturation: see
         :meth:`steps`), so that neither a quiet nor a burst is read from a counter we cannot trust."""
         st = self.steps(column)
-        samples = np.bincount(st.sampled, minlength=self.n)
-        span = np.bincount(st.codes, weights=st.dt, minlength=self.n).astype(np.float64)
+        shared = self._pair_cache is not None and st.dt is self._pair_cache[3]  # every row, one source
+        hit = self._aggs.get(("__samples_span__", "")) if shared else None
+        if hit is None:
+            samples = np.bincount(st.sampled, minlength=self.n)
+            span = np.bincount(st.codes, weights=st.dt, minlength=self.n).astype(np.float64)
+            if shared:  # the same for every counter read from all rows: counted once
+                self._aggs[("__samples_span__", "")] = (samples, span)
+        else:
+            samples, span = hit
         inc = np.bincount(st.codes, weights=np.nan_to_num(st.step), minlength=self.n).astype(np.float64)
-        resets = np.bincount(st.codes[st.reset], minlength=self.n)
-        unknown = np.bincount(st.codes[st.unknown], minlength=self.n)
+        if st.unknown.any():
+            resets = np.bincount(st.codes[st.reset], minlength=self.n)
+            unknown = np.bincount(st.codes[st.unknown], minlength=self.n)
+        else:
+            resets = unknown = np.zeros(self.n, dtype=np.int64)
         up = st.step > 0
         first_up = _first_per_code(st.codes[up], st.ts[up], self.n)
         return Increase(np.where((samples >= 2) & (unknown == 0), inc, np.nan), span, resets, first_up, unknown)
