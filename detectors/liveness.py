@@ -181,11 +181,15 @@ def _per_source(
     codes, uniques = sources
     ts = frame["ts"].to_numpy(dtype=float)
     seqs = frame["seq"].to_numpy(dtype=float) if "seq" in frame else None
-    if "lane" in frame and len(frame):  # optical: a row per lane, four to a port; lane 0 says as much
-        lane = frame["lane"].to_numpy()
-        keep = lane == lane.min()
-        codes, ts = codes[keep], ts[keep]
-        seqs = seqs[keep] if seqs is not None else None
+    if len(codes) > 1:
+        # one row per run of equal source, ts and seq: a message's rows come together (a port's
+        # four lanes, a switch's ports), and the rest of a run says nothing more about its source
+        change = (codes[1:] != codes[:-1]) | (ts[1:] != ts[:-1])
+        if seqs is not None:
+            change |= seqs[1:] != seqs[:-1]
+        heads = np.flatnonzero(np.r_[True, change])
+        codes, ts = codes.take(heads), ts.take(heads)
+        seqs = seqs.take(heads) if seqs is not None else None
     names = uniques.tolist()
     n = len(names)
     if n == 0 or not len(codes):
