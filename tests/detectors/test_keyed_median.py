@@ -60,3 +60,20 @@ def test_row_medians_equal_numpy_with_nan_inf_and_ties(width: int) -> None:
     full = np.where(np.isnan(grid), 0.5, grid)  # no NaN: the middle columns
     with np.errstate(invalid="ignore"):  # inf and -inf in the middle: NaN either way
         np.testing.assert_array_equal(row_medians(full), np.median(full, axis=1))
+
+
+@pytest.mark.parametrize("lanes", [(0, 1, 2, 3), (0, 1, 2, 3, 5), (1, 2, 3)])
+def test_lane_entities_and_medians_equal_pandas_with_regular_and_irregular_lanes(lanes: tuple[int, ...]) -> None:
+    """Every port with lanes 0..n-1 takes a shortcut to its codes; a port with a lane missing or
+    extra does not. Both give the entities and medians a groupby gives."""
+    rng = np.random.default_rng(len(lanes))
+    rows = []
+    for t in range(6):
+        for p in range(5):
+            own = (0, 1, 2, 3) if p != 2 else lanes  # port p2's lanes differ in two of the cases
+            rows += [{"ts": float(t), "port": f"p{p}", "lane": lane, "v": float(rng.normal())} for lane in own]
+    frame = pd.DataFrame(rows).astype({"port": "str"})
+    keyed = Keyed(frame, ("port", "lane"))
+    want = frame.groupby(["port", "lane"])["v"].median()
+    assert list(keyed.index) == list(want.index)
+    np.testing.assert_array_equal(keyed.median("v"), want.to_numpy())
