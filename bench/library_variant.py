@@ -1,0 +1,92 @@
+"""A copy of the stored library with other seeds and, optionally, every fault at another place.
+
+The hidden scenarios are "built the same way with different seeds, places and mixes" (issue 9). This
+writes each scenario file of ``replay/library`` into ``OUT`` with its seed + ``--seed-offset``; with
+``--move-faults`` each fault also moves to another place of the same kind, drawn per scenario from
+the scenario's own topology: a link to another link of its tier, a port to the same end of another
+link of its tier, a GPU to another GPU, a cooling loop or a switch (of its tier) to another. A place
+named by two faults moves to one new place, two places never move to the same one, and a place never
+stays where it was while its kind has another. Pathologies
+keep their places, and recorded captures are skipped. Build and score the copy with:
+
+    .venv/bin/python -m bench.library_variant OUT --seed-offset 31337 --move-faults
+    .venv/bin/python -m fabricwatch.app.library OUT
+    .venv/bin/fabricwatch score --library OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fabricwatch.topology import Topology, generate
+
+LIBRARY = Path(__file__).resolve().parents[1] / "replay" / "library"
+
+
+def move_faults(faults: list[dict[str, Any]], topo: Topology, rng: random.Random) -> dict[str, str]:
+    """Move each fault's place in place (see the module's docstring); returns old place → new."""
+    end_of = {end: (link, side) for link in topo.links for end, side in ((link.a, "a"), (link.b, "b"))}
+    moved: dict[str, str] = {}
+
+    def pick(old: str, pool: list[str]) -> str:
+        if old not in moved:
+            free = [p for p in pool if p != old and p not in moved.values()]
+            moved[old] = rng.choice(free) if free else old
+        return moved[old]
+
+    for fault in faults:
+        if "link" in fault:
+            tier = topo.link_by_id[fault["link"]].tier
+            fault["link"] = pick(fault["link"], [x.id for x in topo.links if x.tier == tier])
+        if "port" in fault:
+            link, side = end_of[fault["port"]]
+            fault["port"] = pick(fault["port"], [getattr(x, side) for x in topo.links if x.tier == link.tier])
+        if "gpu" in fault:
+            fault["gpu"] = pick(fault["gpu"], list(topo.gpus))
+        if "cooling_loop" in fault:
+            fault["cooling_loop"] = pick(fault["cooling_loop"], list(topo.cooling_loops))
+        if "switch" in fault:
+            tier = topo.switch_by_name[fault["switch"]].tier
+            fault["switch"] = pick(fault["switch"], [s.name for s in topo.switches if s.tier == tier])
+    return moved
+
+
+def variant(source: Path, out: Path, seed_offset: int, move: bool) -> int:
+    """Write the variant of every simulated scenario of ``source`` into ``out``; returns how many."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for path in sorted(source.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if data.get("recorded"):
+            continue
+        data["seed"] = int(data.get("seed", 0)) + seed_offset
+        if move and data.get("faults"):
+            shape = data["topology"]
+            topo = generate(shape["gpus"], shape.get("rails", 8), shape.get("gpus_per_node", 8))
+            moved = move_faults(data["faults"], topo, random.Random(f"{path.name}:{seed_offset}"))
+            data["description"] += f" [moved: {', '.join(f'{a} -> {b}' for a, b in moved.items())}]"
+        (out / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
+        written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--library", type=Path, default=LIBRARY)
+    parser.add_argument("--seed-offset", type=int, default=7919)
+    parser.add_argument("--move-faults", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"{variant(args.library, args.out, args.seed_offset, args.move_faults)} scenarios -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""bench/library_variant.py: moved faults stay valid scenarios, each at another place of its kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from bench.library_variant import LIBRARY, variant
+from fabricwatch.app.library import load_scenario
+
+
+def test_every_fault_moves_to_another_place_of_its_kind_and_the_scenario_still_loads(tmp_path: Path) -> None:
+    n = variant(LIBRARY, tmp_path, 31337, move=True)
+    assert n >= 60
+    moved = kept = 0
+    for path in sorted(tmp_path.glob("*.yaml")):
+        original = yaml.safe_load((LIBRARY / path.name).read_text())
+        copy = yaml.safe_load(path.read_text())
+        assert copy["seed"] == original.get("seed", 0) + 31337
+        scenario = load_scenario(path)  # the project's own checks: every place exists in the topology
+        for before, after in zip(original.get("faults") or [], copy.get("faults") or [], strict=True):
+            assert before["cause"] == after["cause"]
+            for key in ("link", "port", "gpu", "cooling_loop", "switch"):
+                if key in before:
+                    moved += before[key] != after[key]
+                    kept += before[key] == after[key]
+            if "link" in after:
+                assert scenario.topology.link_by_id[after["link"]].tier == next(
+                    link.tier for link in scenario.topology.links if link.id == before["link"]
+                )
+    assert moved >= 40 and kept == 0
