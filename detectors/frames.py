@@ -452,7 +452,10 @@ def row_medians(grid: np.ndarray) -> np.ndarray:
     return np.where(k > 0, (ordered[rows, lo] + ordered[rows, hi]) / 2, np.nan)
 
 
-_NETWORK_MAX = 16  # a 16-input network has 63 comparators; wider rows (1 s scrapes) go to np.sort
+# A network for up to 16 inputs (63 comparators). Measured here on 2026-12-02 over 16,384 rows, it
+# beat np.sort(axis=1) at 6, 7, 12 and 13 columns (0.40 against 1.06 ms at 6, 1.8 against 2.8 ms at
+# 12); 16 was not measured. Wider rows (1 s scrapes) go to np.sort.
+_NETWORK_MAX = 16
 
 
 @functools.cache
@@ -584,7 +587,7 @@ class Increase:
 
 def same_keys(a: pd.Index, b: pd.Index) -> bool:
     """``a`` and ``b`` hold the same keys in the same order, compared by value (a flat Index) or by
-    levels and codes (a MultiIndex as :class:`detectors.frames.Keyed` builds it, sorted levels)."""
+    levels and codes (a MultiIndex as :class:`Keyed` builds it, sorted levels)."""
     if len(a) != len(b) or isinstance(a, pd.MultiIndex) != isinstance(b, pd.MultiIndex):
         return False
     if isinstance(a, pd.MultiIndex) and isinstance(b, pd.MultiIndex):

@@ -12,6 +12,7 @@ import pandas as pd
 from fabricwatch import topology
 from fabricwatch.detectors.frames import CARRY, factorize, keyed, module_thresholds, peer_positions
 from fabricwatch.detectors.optical_thresholds import OpticalThresholdsConfig
+from fabricwatch.records import Window
 from tests.detectors.synth import Timeline
 
 TOPO = topology.generate(16, rails=8)
@@ -39,7 +40,7 @@ def test_module_thresholds_are_reused_while_the_modules_are_equal_and_read_afres
     mods.loc[row, "rx_power_low_alarm_dbm"] = -12.5  # the module says otherwise now
     c = module_thresholds(third, keyed(third, "optical").index, cfg)
     fresh = module_thresholds(
-        type(third)(third.start, third.end, third.frames, mods, third.topology),  # nothing carried
+        Window(third.start, third.end, third.frames, mods, third.topology),  # nothing carried
         keyed(third, "optical").index,
         cfg,
     )
@@ -58,7 +59,7 @@ def test_link_peers_are_recomputed_for_other_entities() -> None:
     at = keyed(first, "port")
     assert peer_positions(first, at) is peer_positions(second, keyed(second, "port"))  # the same ports: reused
     fewer = second.frames["port"][second.frames["port"]["port"] != TOPO.ports[0]].reset_index(drop=True)
-    third = type(second)(second.start, second.end, {**second.frames, "port": fewer}, second.modules, TOPO)
+    third = Window(second.start, second.end, {**second.frames, "port": fewer}, second.modules, TOPO)
     third.cache[CARRY] = carry
     got = peer_positions(third, keyed(third, "port"))
     np.testing.assert_array_equal(got, keyed(third, "port").peer_positions(TOPO.port_peer))
