@@ -8,9 +8,9 @@ max tick in milliseconds, wall and CPU (this process only: a busy shared machine
 
 Each window is cut just before its tick and dropped after it, as a processor does (stream/processor.py
 cuts a window per tick and keeps none). Holding them all (a window's per-tick cache of groupings is
-~28 MB at 1024 GPUs) grew this process by 1.7 GB over 60 ticks, and from about the 45th tick on every
-tick took four times as long on this machine (measured 2026-12-02): the figure would have been the
-bench's memory, not detection.
+~28 MB at 1024 GPUs: 570 MB measured over 20 ticks) grew this process tick by tick, and over 60 ticks
+every tick from about the 45th on took four times as long on this machine (measured 2026-12-02): the
+figure would have been the bench's memory, not detection.
 
 ``--passes N`` runs the ticks N times, each pass with a fresh engine and freshly cut windows, and times
 each tick by its least CPU over the passes: a measure that resists a noisy machine, for comparing two

@@ -72,7 +72,8 @@ def variant(source: Path, out: Path, seed_offset: int, move: bool) -> int:
             shape = data["topology"]
             topo = generate(shape["gpus"], shape.get("rails", 8), shape.get("gpus_per_node", 8))
             moved = move_faults(data["faults"], topo, random.Random(f"{path.name}:{seed_offset}"))
-            data["description"] += f" [moved: {', '.join(f'{a} -> {b}' for a, b in moved.items())}]"
+            where = ", ".join(f"{a} -> {b}" for a, b in moved.items())
+            data["description"] = f"{data.get('description', '')} [moved: {where}]"
         (out / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
         written += 1
     return written
