@@ -7,9 +7,13 @@ the scenario's own topology: a link to another link of its tier, a port to the s
 link of its tier, a GPU to another GPU, a cooling loop or a switch (of its tier) to another. A place
 named by two faults moves to one new place, two places never move to the same one, and a place never
 stays where it was while its kind has another. Pathologies
-keep their places, and recorded captures are skipped. Build and score the copy with:
+keep their places, and recorded captures are skipped. With ``--realistic`` every scenario that has
+faults and no pathologies of its own runs in the realistic fleet mix (fabricwatch/realistic.py: skewed
+clocks, lost and late scrapes, switches at 30/60 s, DOM offsets, a second vendor, spare ports, a
+duplicated leaf, bursty traffic, coolant drift, collector profiles...), drawn from its own seed: the
+same faults in another mix. Build and score the copy with:
 
-    .venv/bin/python -m bench.library_variant OUT --seed-offset 31337 --move-faults
+    .venv/bin/python -m bench.library_variant OUT --seed-offset 31337 --move-faults [--realistic]
     .venv/bin/python -m fabricwatch.app.library OUT
     .venv/bin/fabricwatch score --library OUT
 """
@@ -59,7 +63,7 @@ def move_faults(faults: list[dict[str, Any]], topo: Topology, rng: random.Random
     return moved
 
 
-def variant(source: Path, out: Path, seed_offset: int, move: bool) -> int:
+def variant(source: Path, out: Path, seed_offset: int, move: bool, mix: bool = False) -> int:
     """Write the variant of every simulated scenario of ``source`` into ``out``; returns how many."""
     out.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -74,6 +78,9 @@ def variant(source: Path, out: Path, seed_offset: int, move: bool) -> int:
             moved = move_faults(data["faults"], topo, random.Random(f"{path.name}:{seed_offset}"))
             where = ", ".join(f"{a} -> {b}" for a, b in moved.items())
             data["description"] = f"{data.get('description', '')} [moved: {where}]"
+        if mix and data.get("faults") and not data.get("pathologies"):
+            data["pathologies"] = "realistic"
+            data["description"] = f"{data.get('description', '')} [in the realistic fleet mix]"
         (out / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
         written += 1
     return written
@@ -85,8 +92,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--library", type=Path, default=LIBRARY)
     parser.add_argument("--seed-offset", type=int, default=7919)
     parser.add_argument("--move-faults", action="store_true")
+    parser.add_argument("--realistic", action="store_true", help="faults without pathologies get the realistic mix")
     args = parser.parse_args(argv)
-    print(f"{variant(args.library, args.out, args.seed_offset, args.move_faults)} scenarios -> {args.out}")
+    written = variant(args.library, args.out, args.seed_offset, args.move_faults, args.realistic)
+    print(f"{written} scenarios -> {args.out}")
 
 
 if __name__ == "__main__":
