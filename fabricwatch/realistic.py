@@ -24,7 +24,8 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
     (8/16-bit) link-down and symbol counters; every module's DOM off by up to ±0.5 dB with lanes
     ±0.6 dB apart; a quarter of the pluggables a second vendor's (bias around 70 mA), a few reporting
     no thresholds; two spare ports on two leaves; one leaf reported twice; the last cooling loop idle
-    for the first tenth then joining; bursty all-reduce; coolant drifting 3 °C over a day; one module
+    for the first tenth then joining (where there is more than one: a fleet of one loop would have no
+    job at all); bursty all-reduce; coolant drifting 3 °C over a day; one module
     swapped and one leaf drained for 5 minutes; short error bursts (a cable moved) on a port about
     every 5 hours. Deterministic from ``seed`` (a Python PRNG).
     """
@@ -66,7 +67,8 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
         entries.append({"kind": "spare_port", "switch": leaf, "count": 2})
     dup = rng.choice(leaves)
     entries.append({"kind": "duplicate_source", "source": dup, "as": f"{dup}-cli"})
-    entries.append({"kind": "load_step", "stop": 0, "start": 0.1 * h, "cooling_loop": topology.cooling_loops[-1]})
+    if len(topology.cooling_loops) > 1:  # a loop joining the others' job: a lone loop would idle the fleet
+        entries.append({"kind": "load_step", "stop": 0, "start": 0.1 * h, "cooling_loop": topology.cooling_loops[-1]})
     entries.append({"kind": "bursty_traffic", "duty": 0.4})
     entries.append({"kind": "coolant_drift", "delta_c": 3.0})
     if switch_ports:
