@@ -29,3 +29,18 @@ def test_every_fault_moves_to_another_place_of_its_kind_and_the_scenario_still_l
                 links = scenario.topology.link_by_id
                 assert links[after["link"]].tier == links[before["link"]].tier
     assert moved >= 40 and kept == 0
+
+
+def test_realistic_puts_faults_without_pathologies_in_the_fleet_mix_and_leaves_the_rest(tmp_path: Path) -> None:
+    variant(LIBRARY, tmp_path, 0, move=False, mix=True)
+    mixed = 0
+    for path in sorted(tmp_path.glob("*.yaml")):
+        original = yaml.safe_load((LIBRARY / path.name).read_text())
+        copy = yaml.safe_load(path.read_text())
+        if original.get("faults") and not original.get("pathologies"):
+            assert copy["pathologies"] == "realistic" and copy["faults"] == original["faults"]
+            assert load_scenario(path).plan.pathologies  # the mix drawn for its own topology and seed
+            mixed += 1
+        else:
+            assert copy.get("pathologies") == original.get("pathologies")
+    assert mixed >= 30
