@@ -5,6 +5,13 @@ its frames ECN-marked (the switch's own marking threshold says "congested") or a
 ``queue_high_bytes``. Pause frames it sends upstream are evidence; the upstream ports that pause in
 turn are symptoms, folded into this port by correlation.
 
+Where the source gives neither the queue depth nor ECN marks (OpenConfig gNMI, collectors/sim/
+profiles.py), the queue is witnessed by the pauses its device sends: a lossless switch sends PFC pause
+frames only when an ingress buffer passes its XOFF threshold (IEEE 802.1Qbb), which traffic held
+behind a full egress queue causes. A port at ``line_rate_frac`` whose own queue and marks are unknown
+is congested while another port of its device sends ≥ ``pause_rate_min`` pauses a second. Where the
+queue or the marks are known, they decide, as above.
+
 Judged twice: over ``recent_s`` as a whole, and burst by burst, where the data allows: each scrape
 interval of the recent span on its own (its own rate, its ECN share, the queue sampled at its end).
 An incast confined to the all-reduce phases fills the line only while they last; its 30-s average
@@ -22,7 +29,7 @@ import pandas as pd
 from fabricwatch.detectors.base import Detector
 from fabricwatch.detectors.config import Count
 from fabricwatch.detectors.frames import Keyed, sig, ts_or
-from fabricwatch.detectors.traffic import TrafficConfig, traffic
+from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
 
 
@@ -84,8 +91,16 @@ class Congestion(Detector):
             busy = (t.tx_util >= cfg.line_rate_frac) & (
                 (t.ecn_frac >= cfg.ecn_frac) | (t.queue >= cfg.queue_high_bytes)
             )
+            # queue and marks unknown: the device's pauses upstream witness the queue (docstring)
+            blind = np.isnan(t.queue) & np.isnan(t.ecn_frac) & (t.tx_util >= cfg.line_rate_frac)
+        if blind.any():
+            devices = t.device_of(window)
+            with np.errstate(invalid="ignore"):
+                pausing = t.tx_pause >= cfg.pause_rate_min
+            others = by_device(pausing, devices).reindex(devices).to_numpy() - pausing.astype(np.int64)
+            blind &= others > 0
         bursts, first_burst = congested_bursts(t.at, cfg)
-        busy |= bursts >= cfg.burst_min_intervals
+        busy |= blind | (bursts >= cfg.burst_min_intervals)
         last_ts = t.at.last_ts()
         out = []
         for i in np.flatnonzero(busy):
@@ -100,6 +115,9 @@ class Congestion(Detector):
                 {"metric": "ecn_marked_frac", "port": port, "value": sig(t.ecn_frac[i], 3), "threshold": cfg.ecn_frac},
                 {"metric": "tx_util", "port": port, "value": sig(t.tx_util[i], 3), "threshold": cfg.line_rate_frac},
             ]
+            if blind[i]:
+                evidence.append({"metric": "device_ports_pausing", "port": port, "value": int(others[i]),
+                                 "note": "queue and marks unknown: witnessed by its device's pauses"})  # fmt: skip
             if bursts[i]:
                 evidence.append({"metric": "congested_intervals", "port": port, "value": int(bursts[i])})
             if np.isfinite(t.tx_pause[i]) and t.tx_pause[i] > 0:

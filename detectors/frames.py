@@ -127,10 +127,10 @@ class Keyed:
         self._ends = np.cumsum(counts)
         self._starts = self._ends - counts
 
-    def since(self, t: float) -> Keyed:
-        """The rows with ts ≥ ``t``, over the same entities."""
+    def since(self, t: float | np.ndarray) -> Keyed:
+        """The rows with ts ≥ ``t`` (one time, or one per entity by position), over the same entities."""
         view = object.__new__(Keyed)
-        take = np.flatnonzero(self.ts >= t)
+        take = np.flatnonzero(self.ts >= (t if np.isscalar(t) else np.asarray(t)[self.codes]))
         view.frame, view.index, view.n = self.frame, self.index, self.n
         view._parent, view._take = self, take
         view._values, view._aggs, view._steps = {}, {}, {}
@@ -273,6 +273,12 @@ class Keyed:
         out = np.full(self.n, np.nan)
         out[has] = self.ts[self._ends[has] - 1]
         return out
+
+    def mean_gap(self) -> np.ndarray:
+        """Each entity's mean time between samples here (NaN with fewer than two): its own cadence."""
+        count = self._ends - self._starts
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count >= 2, (self.last_ts() - self.first_ts()) / (count - 1), np.nan)
 
     def span(self, position: int) -> slice:
         """Where one entity's rows are, oldest first, in grouped order (``ts``, ``values(...)``)."""
@@ -677,11 +683,34 @@ def scrape_interval(window: Window, kind: str) -> float:
 def recent(window: Window, kind: str, recent_s: float) -> Keyed:
     """Rows of the last ``recent_s`` of the window (at least 2.5 scrape intervals, so that a counter
     has two samples even when scraped slowly): what "now" means for gauges and counters."""
+    return keyed(window, kind, _recent_start(window, kind, recent_s))
+
+
+def recent_counters(window: Window, kind: str, recent_s: float) -> Keyed:
+    """:func:`recent`, with each entity's span stretched to 2.5 of its *own* scrape intervals where
+    that is longer: a counter's rate needs two samples, and one kind mixes cadences (hosts every 5 s,
+    leaves every 30 s, spines every 60 s: REALISM.md), so the kind's median interval leaves a slow
+    entity one sample, and no rate, in most ticks (issue 9: windows for counter rates hold at least
+    two samples of each entity whatever its cadence). Cached."""
+    key = ("recent_counters", kind, recent_s)
+    hit = window.cache.get(key)
+    if hit is None:
+        start = _recent_start(window, kind, recent_s)
+        full = keyed(window, kind)
+        with np.errstate(invalid="ignore"):
+            own = window.end - np.minimum(2.5 * full.mean_gap(), window.end - window.start)
+            stretched = own < start  # NaN (one sample) compares False
+        hit = full.since(np.where(stretched, own, start)) if stretched.any() else recent(window, kind, recent_s)
+        window.cache[key] = hit
+    return hit
+
+
+def _recent_start(window: Window, kind: str, recent_s: float) -> float:
     span = recent_s
     interval = scrape_interval(window, kind)
     if np.isfinite(interval):
         span = min(max(span, 2.5 * interval), window.end - window.start)
-    return keyed(window, kind, window.end - span)
+    return window.end - span
 
 
 def epoch_seconds(ts: pd.Series) -> np.ndarray:

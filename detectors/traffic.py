@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import Keyed, keyed, recent
+from fabricwatch.detectors.frames import Keyed, keyed, recent_counters
 from fabricwatch.records import Window
 
 
@@ -52,7 +52,7 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
     hit = window.cache.get(key)
     if hit is not None:
         return hit
-    at = recent(window, "port", recent_s)
+    at = recent_counters(window, "port", recent_s)
     speed_bps = at.last("speed_gbps") * 1e9
     tx_bytes, rx_bytes = at.increase("tx_bytes_total"), at.increase("rx_bytes_total")
     ecn = at.increase("ecn_marked_total")
