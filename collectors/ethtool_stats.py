@@ -20,17 +20,19 @@ rx_prioP_pause                  rx_pause_pP_total      PFC frames received on pr
 tx_prioP_pause                  tx_pause_pP_total      PFC frames sent on priority P
 rx_prioP_pause_duration         rx_pause_duration_     microseconds priority P was held by received
                                 pP_us_total            pauses (the time it sent nothing)
+tx_prioP_pause_duration         tx_pause_duration_     microseconds the pauses it sent on priority P
+                                pP_us_total            held its link partner
 ==============================  =====================  ==============================================
 
 P is each lossless priority of the schema (3 and 4); mlx5 lists a priority's pause counters only when
 PFC is enabled on it (kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/
 counters.rst, "Priority Port Counters"), so a priority without them is null, never 0.
 
-Not mapped: per-queue counters, the other per-priority counters (bytes, packets, tx_prioP_pause_duration,
-pause transitions), rx_discards_phy and rx_out_of_buffer (receive-side
-drops), per-lane error counters, the RoCE congestion counters other than ECN marks. There is no
-uncorrectable-FEC count or pre-FEC BER in ``ethtool -S`` (null here). ``ethtool IFACE`` gives ``state``
-(``Link detected: yes``) and ``speed_gbps`` (``Speed: 400000Mb/s``; ``Unknown!`` → null).
+Not mapped: per-queue counters, the other per-priority counters (bytes, packets, pause transitions),
+rx_discards_phy and rx_out_of_buffer (receive-side drops), per-lane error counters, the RoCE
+congestion counters other than ECN marks. There is no uncorrectable-FEC count or pre-FEC BER in
+``ethtool -S`` (null here). ``ethtool IFACE`` gives ``state`` (``Link detected: yes``) and
+``speed_gbps`` (``Speed: 400000Mb/s``; ``Unknown!`` → null).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 from fabricwatch.collectors.values import integer
 from fabricwatch.errors import InputError
-from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns, tx_pause_duration_column
 
 STATS: dict[str, tuple[str, ...]] = {
     "rx_bytes_total": ("rx_bytes_phy", "rx_bytes"),
@@ -59,6 +61,7 @@ STATS: dict[str, tuple[str, ...]] = {
 for _p in LOSSLESS_PRIORITIES:
     _rx, _tx, _held = pause_columns(_p)
     STATS |= {_rx: (f"rx_prio{_p}_pause",), _tx: (f"tx_prio{_p}_pause",), _held: (f"rx_prio{_p}_pause_duration",)}
+    STATS[tx_pause_duration_column(_p)] = (f"tx_prio{_p}_pause_duration",)
 _STAT_LINE = re.compile(r"^\s+([^:\s][^:]*):\s*(-?\d+)\s*$")
 
 

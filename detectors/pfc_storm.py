@@ -39,6 +39,12 @@ that the source does not fill (no queue depth over OpenConfig gNMI, no pause cou
 makes the queue's state unknown, and an unknown queue is never a storm: absent per-priority columns
 are never read as quiet priorities.
 
+**At the sender**, where its NIC counts the time its pauses held the partner on each lossless
+priority (``tx_pause_duration_pP_us_total``: mlx5 ``tx_prioP_pause_duration``): the same held time
+as the receiver's, read at the other end of the link. A priority it held ≥ ``paused_frac_min`` of its
+latest interval is a storming queue at its partner, even where the partner (a switch over OpenConfig
+gNMI) reports neither per-priority pause time nor queue depth.
+
 A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is the origin of a storm
 (``pfc_storm_source``) when the queue it pauses is storming and its own device has no reason to pause
 (no other port holding a queue of ``queue_high_bytes`` or being paused itself): pauses spread
@@ -56,7 +62,7 @@ from fabricwatch.detectors.config import Fraction
 from fabricwatch.detectors.frames import Keyed, peer_positions, sig, ts_or
 from fabricwatch.detectors.traffic import TrafficConfig, by_device, traffic
 from fabricwatch.records import Finding, Window
-from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns, tx_pause_duration_column
 
 US_PER_S = 1e6  # the pause-duration counters count microseconds (mlx5 counters.rst; SAI ``_US``)
 
@@ -109,6 +115,16 @@ class PfcStorm(Detector):
         priority = np.where(on_priority, np.asarray(LOSSLESS_PRIORITIES)[worst], -1)
         return storming, np.where(on_priority, worst_held, port_held), priority
 
+    def holding(self, at: Keyed) -> tuple[np.ndarray, np.ndarray]:
+        """Per port, from its own per-priority sent-pause time over its latest interval: the share of
+        it the worst lossless priority held its partner (NaN where unknown), and that priority."""
+        held = np.full((len(LOSSLESS_PRIORITIES), at.n), np.nan)
+        for row, priority in enumerate(LOSSLESS_PRIORITIES):
+            held_us, _ = last_rate(at, tx_pause_duration_column(priority))
+            held[row] = np.minimum(held_us / US_PER_S, 1.0)  # capped as in storming()
+        worst = np.argmax(np.where(np.isnan(held), -1.0, held), axis=0)
+        return held[worst, np.arange(at.n)], np.asarray(LOSSLESS_PRIORITIES)[worst]
+
     def port_storming(self, at: Keyed) -> tuple[np.ndarray, np.ndarray]:
         """Per port, the watchdog's meaning read from port counters: paused, queued and sending
         ≤ 1 - ``paused_frac_min`` of its line rate (False where unknown), and the share held."""
@@ -137,6 +153,9 @@ class PfcStorm(Detector):
             storming, paused, priority = self.storming(window, t.at)
             partner = peer_positions(window, t.at)
             held = np.where(partner >= 0, storming[np.maximum(partner, 0)], False)
+            sent_held, sent_priority = self.holding(t.at)
+            holds = ~held & (sent_held >= cfg.paused_frac_min)  # read at the sender (docstring); NaN: False
+            held |= holds
             reason = (t.queue >= cfg.queue_high_bytes) | (t.rx_pause >= cfg.pause_rate_min)
             devices = t.device_of(window)
             reasons = by_device(reason, devices).reindex(devices).to_numpy()
@@ -156,7 +175,12 @@ class PfcStorm(Detector):
                 {"metric": "rx_util", "port": port, "value": sig(t.rx_util[i], 3)},
             ]
             held_priority = None
-            if source[i]:  # the watchdog's reading of the queue it holds
+            if source[i] and holds[i]:  # the held time read at this port, the sender
+                held_priority = int(sent_priority[i])
+                evidence.append({"metric": "paused_frac", "port": window.topology.port_peer.get(port, port),
+                                 "priority": held_priority, "value": sig(sent_held[i], 3),
+                                 "threshold": cfg.paused_frac_min, "read_at": port})  # fmt: skip
+            elif source[i]:  # the watchdog's reading of the queue it holds
                 j = int(partner[i])
                 entry: dict[str, object] = {"metric": "paused_frac", "port": t.at.names[j]}
                 if priority[j] >= 0:  # read from that priority's pause time

@@ -22,7 +22,7 @@ from typing import Any
 
 from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns
+from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns, tx_pause_duration_column
 from fabricwatch.topology import Topology
 
 TELEMETRY_KINDS = ("gpu", "optical", "port", "switch", "module")
@@ -44,7 +44,7 @@ COUNTER_COLUMNS = (
     "tx_pause_total",
     "ecn_marked_total",
     "tx_drops_total",
-    *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),
+    *(c for p in LOSSLESS_PRIORITIES for c in (*pause_columns(p), tx_pause_duration_column(p))),
 )
 
 REQUIRED = object()  # an option without a default

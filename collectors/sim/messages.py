@@ -28,7 +28,7 @@ import numpy as np
 from fabricwatch.collectors.sim import optics
 from fabricwatch.collectors.sim.plant import LANES, Plant, Slice
 from fabricwatch.collectors.sim.thermal import POWER_LIMIT_W
-from fabricwatch.schema import LOSSLESS_PRIORITIES, SCHEMA, Message, make, pause_columns
+from fabricwatch.schema import LOSSLESS_PRIORITIES, SCHEMA, Message, make, pause_columns, tx_pause_duration_column
 
 if TYPE_CHECKING:
     from fabricwatch.collectors.sim.simulator import Simulator
@@ -144,6 +144,8 @@ class MessageBuilder:
             port_cols[rx] = sim.rx_pause_prio[row]
             port_cols[tx] = sim.tx_pause_prio[row]
             port_cols[held] = sim.rx_paused_us.value[row]
+            # the time a port's pauses held its partner is the partner's time held (read at the sender)
+            port_cols[tx_pause_duration_column(priority)] = sim.rx_paused_us.value[row][sim.plant.port_peer]
         self.cut["port"](out, ts, seq, port_cols, skip.get("port", ()))
 
         optical_cols: dict[str, list[Any] | np.ndarray] = {

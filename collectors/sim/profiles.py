@@ -10,7 +10,7 @@ tests/golden (tests/sim/test_profiles.py), so they cannot claim a column the par
   ``dcgm``: every gpu column (its memory temperature 0 on boards without the sensor is read as null).
 * ``ethtool``: ``-m`` fills optical and module rows; ``-S`` (mlx5) has no uncorrectable-FEC count, no
   pre-FEC BER (corrected *bits* instead: fec_corrected_total) and no queue depth; it has PFC per
-  lossless priority (``rx/tx_prioP_pause``, ``rx_prioP_pause_duration`` in µs).
+  lossless priority (``rx/tx_prioP_pause``, ``rx/tx_prioP_pause_duration`` in µs).
 * ``sysfs``: InfiniBand/RDMA port counters only: no FEC, CRC or pause counters, and the IBTA widths:
   LinkDownedCounter 8 bits and SymbolErrorCounter 16 bits stick at their maximum (REALISM.md: a
   ConnectX-7 shows link_downed 255); port_xmit_data counts octets / 4, so bytes come in steps of 4.
@@ -24,14 +24,14 @@ tests/golden (tests/sim/test_profiles.py), so they cannot claim a column the par
 
 from __future__ import annotations
 
-from fabricwatch.schema import KINDS, LOSSLESS_PRIORITIES, pause_columns
+from fabricwatch.schema import KINDS, LOSSLESS_PRIORITIES, pause_columns, tx_pause_duration_column
 
 GPU_ALL = frozenset(c.name for c in KINDS["gpu"].columns)
 OPTICAL_ALL = frozenset(c.name for c in KINDS["optical"].columns)
 MODULE_ALL = frozenset(c.name for c in KINDS["module"].columns)
 SWITCH_ALL = frozenset(c.name for c in KINDS["switch"].columns)
 PORT_ALL = frozenset(c.name for c in KINDS["port"].columns) | {"rx_packets_total", "tx_packets_total"}
-PFC_PRIORITY = frozenset(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p))
+PFC_PRIORITY = frozenset(c for p in LOSSLESS_PRIORITIES for c in (*pause_columns(p), tx_pause_duration_column(p)))
 
 _PORT_BASE = frozenset(
     {"state", "speed_gbps", "rx_bytes_total", "tx_bytes_total", "rx_packets_total", "tx_packets_total"}

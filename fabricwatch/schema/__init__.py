@@ -45,6 +45,7 @@ from fabricwatch.schema.spec import (
     KindSpec,
     pause_columns,
     topic_of,
+    tx_pause_duration_column,
 )
 from fabricwatch.schema.validate import Batch, table_schema, table_to_messages, to_table, types_index
 
@@ -90,6 +91,7 @@ __all__ = [
     "to_dict",
     "to_table",
     "topic_of",
+    "tx_pause_duration_column",
     "types_index",
     "unpack",
 ]

@@ -71,6 +71,13 @@ def pause_columns(priority: int) -> tuple[str, str, str]:
     return f"rx_pause_p{priority}_total", f"tx_pause_p{priority}_total", f"rx_pause_duration_p{priority}_us_total"
 
 
+def tx_pause_duration_column(priority: int) -> str:
+    """Microseconds the pauses this port *sent* on ``priority`` held its link partner (mlx5
+    ``tx_prioP_pause_duration``): the same time as the partner's received-pause duration, read at the
+    sender, so a NIC shows that it storms even where its switch reports no per-priority pause time."""
+    return f"tx_pause_duration_p{priority}_us_total"
+
+
 DBM = (-60.0, 20.0)  # loss of light reads about -40 dBm; no module transmits over +20 dBm
 TEMP = (-60.0, 200.0)
 
@@ -129,6 +136,7 @@ KINDS: dict[str, KindSpec] = {
                 _counter("tx_packets_total"),
                 # Extensions (optional): PFC per lossless priority (null where the source has none).
                 *(_counter(name) for p in LOSSLESS_PRIORITIES for name in pause_columns(p)),
+                *(_counter(tx_pause_duration_column(p)) for p in LOSSLESS_PRIORITIES),
             ),
         ),
         KindSpec(

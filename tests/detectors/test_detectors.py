@@ -16,7 +16,7 @@ import pytest
 from fabricwatch import topology
 from fabricwatch.detectors.base import detector_class
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.gpu_xid import GpuXid
+from fabricwatch.detectors.gpu_xid import READINGS, GpuXid
 from fabricwatch.records import Finding, Window
 from tests.detectors.synth import T0, Timeline
 
@@ -402,6 +402,37 @@ def test_xid_ignored_by_config_does_not_page() -> None:
     assert found == []
 
 
+def blank_gpu(tl: Timeline, start: float, **key: object) -> None:
+    """From ``start`` the GPU answers nothing (NVML_ERROR_GPU_IS_LOST): every reading and the XID null."""
+    for column in (*READINGS, "xid"):
+        tl.put("gpu", column, np.nan, start=start, **key)
+
+
+def test_lost_gpu_without_xid_column_is_xid_79_from_its_first_blank_row() -> None:
+    """nvidia-smi reports no XID: a GPU off the bus is a row of nulls beside GPUs that still read."""
+    (f,) = findings_at("gpu_xid", lambda tl: blank_gpu(tl, 152, device=GPU))
+    assert (f.symptom, f.id, f.cause, f.severity) == ("gpu_xid", GPU, "gpu_xid", "critical")
+    assert f.attrs == {"xid": 79, "lost": True}
+    assert f.first_seen == pytest.approx(T0 + 155, abs=0.5)  # the first sample at or after 152 s
+    assert f.evidence[0]["metric"] == "readings"
+
+
+def test_blank_rows_that_are_not_a_lost_gpu_raise_nothing() -> None:
+    node = GPU.split("/")[0]
+    # the whole collector reads nothing (it cannot read those columns): no GPU stands out
+    assert (
+        findings_at("gpu_xid", lambda tl: blank_gpu(tl, 150, device=[g for g in TOPO.gpus if TOPO.gpu_node[g] == node]))
+        == []
+    )
+    # one blank row that the GPU recovered from is no longer the latest
+    assert findings_at("gpu_xid", lambda tl: blank_gpu(tl, 150, device=GPU) or tl.put("gpu", "temp_c", 50.0,
+                       start=170, device=GPU)) == []  # fmt: skip
+    # a reported XID is named once, by its code, not again as lost
+    (f,) = findings_at("gpu_xid", lambda tl: (blank_gpu(tl, 150, device=GPU),
+                                              tl.put("gpu", "xid", 79, start=150, device=GPU)))  # fmt: skip
+    assert f.attrs == {"xid": 79}
+
+
 def test_lane_findings_list_lanes_and_worst_lane_evidence() -> None:
     def edit(tl: Timeline) -> None:
         tl.put("optical", "rx_power_dbm", -7.0, start=100, port=LEAF_PORT, lane=0)
@@ -776,3 +807,78 @@ def test_an_incast_confined_to_bursts_is_found_burst_by_burst() -> None:
 def test_bursts_at_line_rate_with_microburst_queues_are_healthy() -> None:
     """The same phases with a 600 kB queue (under the high mark) and no ECN: all-reduce, not incast."""
     assert findings_at("congestion", lambda tl: _phased_incast(tl, queue=600_000), step=5.0) == []
+
+
+# --- congestion where the source has neither queue depth nor ECN marks (OpenConfig gNMI) ------------------
+
+
+def _saturated_without_queue_or_marks(tl: Timeline, pausing: bool) -> None:
+    """From 60 s EGRESS sends at line rate; its leaf reports no queue depth and no ECN marks; with
+    ``pausing`` the leaf's uplink FAB-side ports send 9,000 pauses a second (their buffers are full)."""
+    tl.freeze("port", "tx_bytes_total", start=60, per_s=0.98 * BYTES_PER_S, port=EGRESS)
+    tl.freeze("port", "tx_packets_total", start=60, per_s=0.98 * BYTES_PER_S / 4096, port=EGRESS)
+    leaf = TOPO.port_device[EGRESS]
+    ports = TOPO.ports_of_device(leaf)
+    for column in ("queue_depth_bytes", "ecn_marked_total"):
+        tl.put("port", column, np.nan, port=ports)
+    if pausing:
+        uplinks = [p for p in ports if TOPO.port_link[p].tier != "host"][:2]
+        tl.count("port", "tx_pause_total", 9000.0, start=60, port=uplinks)
+
+
+def test_a_saturated_port_whose_device_pauses_upstream_is_congested_when_its_queue_is_unknown() -> None:
+    (found,) = findings_at("congestion", lambda tl: _saturated_without_queue_or_marks(tl, pausing=True))
+    assert (found.symptom, found.id, found.cause) == ("congestion", EGRESS, "incast_hotspot")
+    assert any(e["metric"] == "device_ports_pausing" and e["value"] == 2 for e in found.evidence)
+
+
+def test_a_saturated_port_without_pauses_upstream_is_not_congestion_when_its_queue_is_unknown() -> None:
+    """Line rate alone is a busy job, not an incast: an unknown queue is never a full one."""
+    assert findings_at("congestion", lambda tl: _saturated_without_queue_or_marks(tl, pausing=False)) == []
+
+
+def test_counter_rates_of_slow_scraped_ports_are_known_in_every_tick() -> None:
+    """A leaf scraped every 30 s among hosts scraped every 5 s still has a rate each tick: its
+    recent span is 2.5 of its own intervals, while the hosts keep the kind's."""
+    from fabricwatch.detectors.frames import recent, recent_counters
+    from fabricwatch.detectors.traffic import TrafficConfig, traffic
+
+    tl = Timeline(TOPO, duration=200, seed=5)
+    leaf = TOPO.port_device[EGRESS]
+    slow = tl.rows("port", port=TOPO.ports_of_device(leaf))
+    keep = ~slow | (np.round(tl.frames["port"]["ts"].to_numpy() - T0) % 30 == 0)  # each source has an offset
+    tl.frames["port"] = tl.frames["port"][keep].reset_index(drop=True)
+    for t in (150.0, 160.0, 170.0):
+        w = tl.window(t)
+        at = recent_counters(w, "port", 30.0)
+        pos = at.index.get_loc(EGRESS)
+        host = at.index.get_loc(GPU_PORT)
+        assert np.isfinite(traffic(w, 30.0, TrafficConfig()).tx_util[pos])
+        assert at.first_ts()[pos] < w.end - 30  # reaches back past the kind's 30-s span
+        assert at.first_ts()[host] == recent(w, "port", 30.0).first_ts()[host]  # a host keeps the kind's span
+
+
+# --- pfc_storm read at the sender: the NIC's own sent-pause time (mlx5 tx_prioP_pause_duration) -----------
+
+
+def _sender_reads(tl: Timeline, share: float, rate: float) -> None:
+    """The NIC sends ``rate`` pauses a second on 3, holding its leaf port ``share`` of the time by its own
+    count; the leaf, over OpenConfig gNMI, reports neither queue depth nor per-priority pause columns."""
+    tl.put("port", "tx_pause_duration_p3_us_total", 0, port=NIC)
+    tl.count("port", "tx_pause_duration_p3_us_total", share * 1e6, start=60, port=NIC)
+    tl.count("port", "tx_pause_total", rate, start=60, port=NIC)
+    tl.count("port", "rx_pause_total", rate, start=60, port=NIC_LEAF)
+    tl.put("port", "queue_depth_bytes", np.nan, port=NIC_LEAF)
+
+
+def test_a_nic_holding_its_partner_all_the_time_is_the_storm_source_where_the_switch_is_blind() -> None:
+    found = findings_at("pfc_storm", lambda tl: _sender_reads(tl, 1.0, 20_000))
+    assert _symptoms(found)["pfc_storm_source"] == {NIC}
+    held = _paused_frac(found)
+    assert (held["port"], held["read_at"], held["priority"]) == (NIC_LEAF, NIC, 3) and held["value"] >= 0.99
+
+
+def test_a_nic_holding_its_partner_8_percent_of_the_time_is_no_storm() -> None:
+    """Healthy all-reduce pauses read at the sender: the switch being blind changes nothing."""
+    found = findings_at("pfc_storm", lambda tl: _sender_reads(tl, 0.08, 2000))
+    assert "pfc_storm_source" not in _symptoms(found)

@@ -207,6 +207,7 @@ def test_a_storm_on_a_priority_the_job_does_not_use_only_sends_pauses(priority: 
     partner = topo.port_peer[port]
     # the source's few healthy RoCE pauses are told from the storm's by their share of the rate
     sent_cols = ("tx_pause_total", "tx_pause_p3_total", "tx_pause_p4_total")
+    sent_cols += ("tx_pause_duration_p3_us_total", "tx_pause_duration_p4_us_total")
     got_cols = ("rx_pause_total", "rx_pause_p3_total", "rx_pause_p4_total")
     got_cols += ("rx_pause_duration_p3_us_total", "rx_pause_duration_p4_us_total")
     assert not outside(changes(h, f), allow(port=[(sent_cols, {port}), (got_cols, {partner})]))
@@ -220,6 +221,8 @@ def test_a_storm_on_a_priority_the_job_does_not_use_only_sends_pauses(priority: 
     else:
         assert p4[-1] - p4[-11] == pytest.approx(sent[-1] - sent[-11], abs=2)
         assert held[-1] - held[-11] == pytest.approx(50e6, rel=0.001)  # held the whole 50 s
+        # ... which the sender counts too, as the time its pauses held the partner
+        assert series(f, "port", port, "tx_pause_duration_p4_us_total") == held
     for name in ("tx_bytes_total", "queue_depth_bytes", "rx_pause_duration_p3_us_total"):  # RoCE flows on
         assert series(f, "port", partner, name) == series(h, "port", partner, name)
     lossless = [a + b for a, b in zip(series(f, "port", port, "tx_pause_p3_total"), p4, strict=True)]

@@ -17,7 +17,7 @@ import pytest
 from fabricwatch.collectors.sim import simulate_capture
 from fabricwatch.faults import Fault, FaultPlan
 from fabricwatch.pathologies import Pathology, parse_pathologies
-from fabricwatch.schema import LOSSLESS_PRIORITIES, Message, pause_columns, to_table
+from fabricwatch.schema import LOSSLESS_PRIORITIES, Message, pause_columns, to_table, tx_pause_duration_column
 from tests.sim.helpers import changes, healthy, run, series, standard
 
 GPUS, STEPS, SEED, INTERVAL, T0 = 64, 48, 5, 5.0, 1764400000.0
@@ -35,7 +35,7 @@ COUNTERS = (
     "tx_pause_total",
     "ecn_marked_total",
     "tx_drops_total",
-    *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),
+    *(c for p in LOSSLESS_PRIORITIES for c in (*pause_columns(p), tx_pause_duration_column(p))),
 )
 
 
@@ -218,7 +218,7 @@ def test_sysfs_profile_has_ib_counter_widths() -> None:
         "link_down_total",
         "rx_bytes_total",
         "tx_bytes_total",
-        *(c for p in LOSSLESS_PRIORITIES for c in pause_columns(p)),  # no PFC counters in sysfs
+        *(c for p in LOSSLESS_PRIORITIES for c in (*pause_columns(p), tx_pause_duration_column(p))),  # none in sysfs
     }
     assert {k for k, _ in found} == {"port"} and all(str(e).startswith("leaf") for v in found.values() for e in v)
     for s in p:
@@ -364,7 +364,8 @@ def test_bursty_traffic_has_healthy_marks_bursts_and_brief_pauses() -> None:
     h, p = base(), with_({"kind": "bursty_traffic", "duty": 0.3})
     found = changes(h, p)
     paused = {"tx_pause_total", "rx_pause_total", "tx_pause_p3_total", "rx_pause_p3_total"}
-    assert {c for _, c in found} <= {"queue_depth_bytes", "ecn_marked_total", "rx_pause_duration_p3_us_total"} | paused
+    held = {"rx_pause_duration_p3_us_total", "tx_pause_duration_p3_us_total"}
+    assert {c for _, c in found} <= {"queue_depth_bytes", "ecn_marked_total"} | held | paused
     assert {k for k, _ in found} == {"port"}
     for port in ("node001/gpu1:p0", "leaf0-0:p01"):  # brief pauses on RoCE's priority: held a tiny share of the time
         held = series(p, "port", port, "rx_pause_duration_p3_us_total")

@@ -506,6 +506,8 @@ def _thermal_allowed(topo, gpus, optics_ber: bool):
 
 # pauses on the RoCE priority (3) as the receiver counts them: frames, both totals, and time held
 PAUSED_P3 = ("rx_pause_total", "rx_pause_p3_total", "rx_pause_duration_p3_us_total")
+# ... and as the sender counts them: frames, both totals, and the time its pauses held the receiver
+SENT_P3 = ("tx_pause_total", "tx_pause_p3_total", "tx_pause_duration_p3_us_total")
 
 
 def _incast_allowed(topo, port):
@@ -516,7 +518,7 @@ def _incast_allowed(topo, port):
         port=[
             (("tx_bytes_total", "tx_packets_total", "queue_depth_bytes", "ecn_marked_total"), {port}),
             (("rx_bytes_total", "rx_packets_total", "ecn_marked_total"), {peer}),
-            (("tx_pause_total", "tx_pause_p3_total"), feeders),
+            (SENT_P3, feeders),
             (PAUSED_P3, {topo.port_peer[q] for q in feeders}),
         ]
     )
@@ -530,7 +532,7 @@ def _storm_allowed(topo, port):
     senders = {port} | {plant.ports[q] for q in np.concatenate([hop1, hop2]).tolist()}
     return allow(
         port=[
-            (("tx_pause_total", "tx_pause_p3_total"), senders),
+            (SENT_P3, senders),
             (PAUSED_P3, {topo.port_peer[q] for q in senders}),
             (("tx_bytes_total", "tx_packets_total", "queue_depth_bytes", "ecn_marked_total"), {partner}),
             (("rx_bytes_total", "rx_packets_total", "ecn_marked_total"), {port}),
