@@ -92,9 +92,11 @@ class LinkState(Detector):
             key = (int(code), float(when))
             found[key] = [max(found.get(key, [0])[0], 1), float(dt)]
         for (code, when), (count, dt) in found.items():
-            port = full.names[code]
-            mem = self.events.setdefault(port, {})
-            mem[when] = [max(mem.get(when, [0])[0], count), dt]
+            mem = self.events.setdefault(full.names[code], {})
+            # the same down seen between other samples (a second source of the port, DESIGN §4b
+            # duplicate_source, or the other source's samples on another tick) is the same event
+            same = next((t for t, (_, d) in mem.items() if t - d < when and when - dt < t), when)
+            mem[same] = [max(mem.get(same, [0])[0], count), mem.get(same, [0, dt])[1]]
         horizon = window.end - self.config.flap_memory_s
         self.wide = {sw: kept for sw, spans in self.wide.items() if (kept := [x for x in spans if x[1] >= horizon])}
         for port in list(self.events):

@@ -326,3 +326,25 @@ def test_a_rate_near_corropts_threshold_is_found_over_minutes_not_in_one_window(
 
 def test_accumulated_evidence_survives_a_restart() -> None:
     assert corruption_over(2e-8, restart_at=400.0) == corruption_over(2e-8)
+
+
+def test_a_link_down_reported_by_two_sources_is_one_event_not_a_flap() -> None:
+    """The port's leaf is read by a second collector 0.7 s behind the first (DESIGN §4b
+    duplicate_source): one down, seen at two sample times (the state's fall by one, the counter's
+    step by the other), is one link-down event."""
+
+    def edit(tl: Timeline) -> None:
+        tl.put("port", "state", 0, start=120, port=FAB.b)
+        tl.count("port", "link_down_total", 1e-9, start=0, port=FAB.b)  # keeps the column integral
+        f = tl.frames["port"]
+        f.loc[(f["port"] == FAB.b).to_numpy() & (f["ts"] >= T0 + 120).to_numpy(), "link_down_total"] += 1
+        dup = f[f["port"] == FAB.b].copy()
+        dup["source"] = "spine00-cli"
+        dup["ts"] = dup["ts"] + 0.7
+        dup.loc[dup["ts"] < T0 + 120.7, "state"] = 1  # its reading just before the down is still up
+        lost = (f["port"] == FAB.b).to_numpy() & (np.abs(f["ts"].to_numpy() - T0 - 100) < 2.5)
+        f = f[~lost]  # the first collector lost a scrape: the second has more samples, so counts
+        tl.frames["port"] = pd.concat([f, dup]).sort_values("ts", kind="stable").reset_index(drop=True)
+
+    symptoms = {f.symptom for f in run("link_state", edit)}
+    assert "link_down" in symptoms and "link_flap" not in symptoms
