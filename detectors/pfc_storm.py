@@ -65,6 +65,9 @@ from fabricwatch.records import Finding, Window
 from fabricwatch.schema import LOSSLESS_PRIORITIES, pause_columns, tx_pause_duration_column
 
 US_PER_S = 1e6  # the pause-duration counters count microseconds (mlx5 counters.rst; SAI ``_US``)
+# A held share is read up to two standard deviations of the entity's own stamp scatter above its
+# count (last_share): a one-sided 97.7 % allowance for where the interval really began and ended.
+JITTER_K = 2.0
 
 
 class PfcStormConfig(TrafficConfig):
@@ -89,6 +92,44 @@ def last_rate(at: Keyed, column: str) -> tuple[np.ndarray, np.ndarray]:
     return rate, when
 
 
+def last_share(at: Keyed, column: str) -> np.ndarray:
+    """Per entity: the step of a time counter (µs) over its latest scrape interval as a share of that
+    interval, read within its stamps' own jitter (NaN where unknown).
+
+    A stamp's jitter moves the measured interval, not the time the counter counted: a host stamped
+    0.2 s off its 5-s period reads a priority held all the time as held 96 % one interval and 104 %
+    the next. So the interval is counted in whole periods of the entity's cadence (its first to last
+    stamp here over the periods between, each interval rounded to whole periods of the median of its
+    last three: a lost scrape makes one interval two periods), and the share is raised by
+    ``JITTER_K`` standard deviations of the entity's own intervals about those periods (capped at 1 by
+    the caller): what it may have been held, given how its stamps scatter. A steady collector (no
+    scatter) reads exactly what its counter says."""
+    st = at.steps(column)
+    share = np.full(at.n, np.nan)
+    if not len(st.codes):
+        return share
+    rev = np.arange(len(st.codes))[::-1]
+    codes, first = np.unique(st.codes[rev], return_index=True)
+    pick = rev[first]
+    recent_dts = np.full((3, len(codes)), np.nan)
+    for back in range(3):
+        j = np.maximum(pick - back, 0)
+        recent_dts[back] = np.where((pick - back >= 0) & (st.codes[j] == codes), st.dt[j], np.nan)
+    slot = np.searchsorted(codes, st.codes)  # each step's entity, by position in ``codes``
+    rough = np.nanmedian(recent_dts, axis=0)[slot]  # the latest interval is always there: never all NaN
+    with np.errstate(divide="ignore", invalid="ignore"):
+        periods = np.maximum(1.0, np.round(st.dt / rough))
+        counted = np.bincount(slot, weights=periods, minlength=len(codes))
+        start = (st.ts - st.dt)[np.searchsorted(st.codes, codes)]  # each entity's first step's start
+        period = (st.ts[pick] - start) / counted
+        scatter = np.bincount(slot, weights=(st.dt - periods * period[slot]) ** 2, minlength=len(codes))
+        sd = np.sqrt(scatter / counted)
+        interval = periods[pick] * period
+        read = st.step[pick] / US_PER_S + JITTER_K * sd
+        share[codes] = np.where(period > 0, read / interval, np.nan)
+    return share
+
+
 class PfcStorm(Detector):
     name = "pfc_storm"
     emits = frozenset({"pfc_storm_source", "pause_upstream"})
@@ -102,9 +143,8 @@ class PfcStorm(Detector):
         port_storming, port_held = self.port_storming(at)
         held = np.full((len(LOSSLESS_PRIORITIES), at.n), np.nan)
         for row, priority in enumerate(LOSSLESS_PRIORITIES):
-            paused_us, _ = last_rate(at, pause_columns(priority)[2])
-            # capped: a sample's ts is the scrape's, not the counter's, so a held interval can read a hair over 1
-            held[row] = np.minimum(paused_us / US_PER_S, 1.0)
+            # capped: a period's worth of pause time can still read a hair over it
+            held[row] = np.minimum(last_share(at, pause_columns(priority)[2]), 1.0)
         known = ~np.isnan(held)
         with np.errstate(invalid="ignore"):
             on_priority = (held >= self.config.paused_frac_min).any(axis=0)  # NaN compares False
@@ -120,8 +160,7 @@ class PfcStorm(Detector):
         it the worst lossless priority held its partner (NaN where unknown), and that priority."""
         held = np.full((len(LOSSLESS_PRIORITIES), at.n), np.nan)
         for row, priority in enumerate(LOSSLESS_PRIORITIES):
-            held_us, _ = last_rate(at, tx_pause_duration_column(priority))
-            held[row] = np.minimum(held_us / US_PER_S, 1.0)  # capped as in storming()
+            held[row] = np.minimum(last_share(at, tx_pause_duration_column(priority)), 1.0)  # as in storming()
         worst = np.argmax(np.where(np.isnan(held), -1.0, held), axis=0)
         return held[worst, np.arange(at.n)], np.asarray(LOSSLESS_PRIORITIES)[worst]
 

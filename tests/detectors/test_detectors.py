@@ -882,3 +882,26 @@ def test_a_nic_holding_its_partner_8_percent_of_the_time_is_no_storm() -> None:
     """Healthy all-reduce pauses read at the sender: the switch being blind changes nothing."""
     found = findings_at("pfc_storm", lambda tl: _sender_reads(tl, 0.08, 2000))
     assert "pfc_storm_source" not in _symptoms(found)
+
+
+def _jittered(share: float) -> Callable[[Timeline], None]:
+    """_sender_reads with the NIC's host stamping its scrapes up to 0.3 s off its 5-s period."""
+
+    def edit(tl: Timeline) -> None:
+        _sender_reads(tl, share, 20_000 * share)
+        f = tl.frames["port"]
+        mine = (f["source"] == TOPO.port_device[NIC].split("/")[0]).to_numpy()
+        f.loc[mine, "ts"] = f.loc[mine, "ts"] + np.random.default_rng(3).uniform(-0.3, 0.3, int(mine.sum()))
+        tl.frames["port"] = f.sort_values("ts", kind="stable").reset_index(drop=True)
+
+    return edit
+
+
+@pytest.mark.parametrize("at", [150.0, 160.0, 170.0, 180.0])
+def test_a_storm_on_a_host_with_jittery_stamps_is_a_storm_every_tick(at: float) -> None:
+    """Held all the time, read through stamps 0.3 s off: a single interval reads 88-112 %."""
+    assert _symptoms(findings_at("pfc_storm", _jittered(1.0), at=at)).get("pfc_storm_source") == {NIC}
+
+
+def test_a_priority_held_half_the_time_on_a_host_with_jittery_stamps_is_no_storm() -> None:
+    assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", _jittered(0.5)))
