@@ -9,10 +9,11 @@ average of the first ticks, then slow drift only within a gate, so a fault is ne
 * module temperature ``module_temp_rise_c`` above its baseline (a hot GPU next to its NPO engine).
 
 A power change is judged against the lane's own measured noise (the median step between its
-consecutive samples, learnt like a level): ``noise_k`` standard deviations, and never less than
-``rx_drop_db`` / ``tx_drop_db``. So a 1.5 dB step on a lane that reads within 0.05 dB is a change, while
-a noisy DOM needs more. Absolute readings carry the DOM's ±3 dB calibration error (SFF-8472); changes of
-one lane against itself do not.
+consecutive samples, learnt like a level, and never measured over a window in which the lane's level
+stands more than ``baseline_gate_db`` from its baseline: those steps are the change): ``noise_k``
+standard deviations, and never less than ``rx_drop_db`` / ``tx_drop_db``. So a 1.5 dB step on a lane
+that reads within 0.05 dB is a change, while a noisy DOM needs more. Absolute readings carry the
+DOM's ±3 dB calibration error (SFF-8472); changes of one lane against itself do not.
 
 A smaller change that still stands ``noise_k`` of the lane's own noise clear of it (the noise floored
 at the DOM's ~0.01 dB resolution, REALISM.md) is a ``rx_power_dip`` / ``tx_power_dip``: a hint, never
@@ -20,7 +21,8 @@ an incident alone (a reseat moves a lane by up to 0.75 dB). The correlator reads
 a one-direction receive dip with new CRC errors and a steady far transmitter is the connector or the
 fibre, not the module (issue 9).
 
-A replaced module (its vendor, part or serial number changes in the ``module`` kind) starts the
+A replaced module (its vendor, part or serial number changes in the ``module`` kind; a row with one of
+them unread is no change) starts the
 baselines of both ends of its link afresh: the new part launches at its own level, which the far end
 receives. So does a link that went down and retrained (``link_down_total`` rose at either end): a
 module is never replaced, nor a connector cleaned or reseated, without the link dropping, and the same
@@ -108,6 +110,12 @@ class OpticalBaseline(Detector):
         if window.end - self._noise_at >= window.end - window.start:  # once per window: samples not reused
             self._noise_at = window.end
             measured = {"rx_noise_db": full.noise("rx_power_dbm"), "tx_noise_db": full.noise("tx_power_dbm")}
+        if measured is not None:  # a lane whose level has left its baseline is changing, not noisy:
+            # its steps are the change (a fault ramping through a slow lane's two or three samples)
+            for m, metric in zip(NOISE, ("rx_power_dbm", "tx_power_dbm"), strict=True):
+                with np.errstate(invalid="ignore"):
+                    moved = np.abs(level[metric] - base[metric]) > cfg.baseline_gate_db  # NaN: not moved
+                measured[m] = np.where(moved, np.nan, measured[m])
         learnt = self.noise.lookup(keys)
         noise = learnt if measured is None else {m: np.fmax(learnt[m], measured[m]) for m in NOISE}
         rx_step = np.fmax(cfg.rx_drop_db, cfg.noise_k * noise["rx_noise_db"])
@@ -173,8 +181,10 @@ class OpticalBaseline(Detector):
                 return
             self._modules_ts = max(self._modules_ts, float(ts.max()))
             mods = fresh.sort_values("ts", kind="stable")
+        # a row with an identity field unread (a collector's N/A cell) says nothing of the module: skipped
+        mods = mods[mods[columns].notna().all(axis=1).to_numpy()]
         latest = mods.drop_duplicates("port", keep="last")
-        ident = ["|".join("" if pd.isna(v) else str(v) for v in row) for row in latest[columns].itertuples(index=False)]
+        ident = ["|".join(str(v) for v in row) for row in latest[columns].itertuples(index=False)]
         swapped: set[str] = set()
         peer = window.topology.port_peer
         when = pd.to_numeric(latest["ts"], errors="coerce") if "ts" in latest.columns else [window.end] * len(latest)

@@ -905,3 +905,37 @@ def test_a_storm_on_a_host_with_jittery_stamps_is_a_storm_every_tick(at: float) 
 
 def test_a_priority_held_half_the_time_on_a_host_with_jittery_stamps_is_no_storm() -> None:
     assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", _jittered(0.5)))
+
+
+def test_a_module_row_with_its_serial_unread_is_no_swap() -> None:
+    """A CLI collector's N/A cell in the serial number (DESIGN §4b profile na_fraction) is not a new
+    module: the lane's baseline stays, and its fade is still a drop."""
+
+    def unread(w: Window) -> Window:
+        mods = w.modules.copy()
+        if w.end >= T0 + 130:
+            mods.loc[mods["port"] == FAB.a, ["ts", "serial_number"]] = [T0 + 130, None]
+        return Window(w.start, w.end, w.frames, mods, w.topology)
+
+    def edit(tl: Timeline) -> None:
+        tl.shift("optical", "tx_power_dbm", -2.0, start=120, port=FAB.a)
+
+    assert ("tx_power_drop", FAB.a) in {(f.symptom, f.id) for f in findings_at("optical_baseline", edit, cut=unread)}
+
+
+def test_a_slow_lane_ramping_down_is_a_drop_not_noise() -> None:
+    """A leaf lane scraped every 30 s, first read at 60 s, loses 4 dB over the next minute (a
+    contaminating connector): its first window of steps is the ramp, which must not be learnt as the
+    lane's noise and hide the drop."""
+
+    def edit(tl: Timeline) -> None:
+        f = tl.frames["optical"]
+        mine = (f["port"] == LEAF_PORT).to_numpy()
+        since = f["ts"].to_numpy() - f.loc[mine, "ts"].min()
+        late = since < 45  # it first reports at 60 s: its first noise reading falls in the ramp
+        tl.frames["optical"] = f[~(mine & ((np.round(since) % 30 != 0) | late))].reset_index(drop=True)
+        tl.shift("optical", "rx_power_dbm", -4.0, start=60, ramp=60, port=LEAF_PORT)
+
+    for at in (150.0, 200.0, 240.0):
+        found = {(f.symptom, f.id) for f in findings_at("optical_baseline", edit, at=at)}
+        assert ("rx_power_drop", LEAF_PORT) in found, at
