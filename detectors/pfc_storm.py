@@ -45,6 +45,11 @@ as the receiver's, read at the other end of the link. A priority it held ≥ ``p
 latest interval is a storming queue at its partner, even where the partner (a switch over OpenConfig
 gNMI) reports neither per-priority pause time nor queue depth.
 
+Either way a held share is read within the port's own stamp scatter (:func:`last_share`): a host's
+scrapes stamped a few tenths of a second off their period move the measured interval by several per
+cent, while the time counter counts exactly, so a storm read interval by interval would flicker
+around the 99 % line.
+
 A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is the origin of a storm
 (``pfc_storm_source``) when the queue it pauses is storming and its own device has no reason to pause
 (no other port holding a queue of ``queue_high_bytes`` or being paused itself): pauses spread
