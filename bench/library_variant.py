@@ -8,7 +8,7 @@ link of its tier, a GPU to another GPU, a cooling loop or a switch (of its tier)
 named by two faults moves to one new place, two places never move to the same one, and a place never
 stays where it was while its kind has another. Pathologies
 keep their places, and recorded captures are skipped. With ``--realistic`` every scenario that has
-faults and no pathologies of its own runs in the realistic fleet mix (fabricwatch/realistic.py: skewed
+faults runs in the realistic fleet mix, beside any pathologies of its own (fabricwatch/realistic.py: skewed
 clocks, lost and late scrapes, switches at 30/60 s, DOM offsets, a second vendor, spare ports, a
 duplicated leaf, bursty traffic, coolant drift, collector profiles...), drawn from its own seed: the
 same faults in another mix. Build and score the copy with:
@@ -78,8 +78,9 @@ def variant(source: Path, out: Path, seed_offset: int, move: bool, mix: bool = F
             moved = move_faults(data["faults"], topo, random.Random(f"{path.name}:{seed_offset}"))
             where = ", ".join(f"{a} -> {b}" for a, b in moved.items())
             data["description"] = f"{data.get('description', '')} [moved: {where}]"
-        if mix and data.get("faults") and not data.get("pathologies"):
-            data["pathologies"] = "realistic"
+        if mix and data.get("faults") and data.get("pathologies") != "realistic":
+            own = data.get("pathologies") or []  # a scenario's own pathologies stay, inside the mix
+            data["pathologies"] = ["realistic", *own] if own else "realistic"
             data["description"] = f"{data.get('description', '')} [in the realistic fleet mix]"
         (out / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
         written += 1
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--library", type=Path, default=LIBRARY)
     parser.add_argument("--seed-offset", type=int, default=7919)
     parser.add_argument("--move-faults", action="store_true")
-    parser.add_argument("--realistic", action="store_true", help="faults without pathologies get the realistic mix")
+    parser.add_argument("--realistic", action="store_true", help="scenarios with faults run in the realistic mix")
     args = parser.parse_args(argv)
     written = variant(args.library, args.out, args.seed_offset, args.move_faults, args.realistic)
     print(f"{written} scenarios -> {args.out}")

@@ -16,8 +16,8 @@ import msgspec
 
 from fabricwatch import yamlconf
 from fabricwatch.errors import InputError, InputErrors
-from fabricwatch.pathologies import Pathology, parse_pathologies
-from fabricwatch.realistic import REALISTIC, realistic
+from fabricwatch.pathologies import Pathology
+from fabricwatch.realistic import pathologies_of
 from fabricwatch.topology import Topology
 
 ENTITIES = ("link", "port", "gpu", "node", "switch", "rack", "cooling_loop")
@@ -222,7 +222,7 @@ class FaultFile(yamlconf.Config):
 
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
-    pathologies: list[Any] | str | None = None  # DESIGN §4b, each checked by parse_pathologies; or "realistic"
+    pathologies: list[Any] | str | None = None  # DESIGN §4b, "realistic", or a list holding both (pathologies_of)
 
 
 def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
@@ -236,12 +236,13 @@ def load_plan(path: str | Path, topology: Topology) -> FaultPlan:
     spec = yamlconf.convert(data, FaultFile, place)
     errors: list[InputError] = []
     parsed: dict[str, tuple] = {}
-    for key, parse in (("faults", parse_faults), ("pathologies", parse_pathologies)):
+
+    def pathologies(value: Any, topology: Topology, place: str) -> list[Pathology]:
+        return pathologies_of(value, topology, spec.seed, place)  # DESIGN §4b entries, the realistic mix, or both
+
+    for key, parse in (("faults", parse_faults), ("pathologies", pathologies)):
         value = data.get(key)  # as loaded, with the line of each entry
         try:
-            if key == "pathologies" and value == REALISTIC:  # the realistic fleet mix, over an hour
-                parsed[key] = tuple(realistic(topology, spec.seed))
-                continue
             parsed[key] = tuple(parse(value, topology, place))
         except InputErrors as exc:
             errors.extend(exc.errors)

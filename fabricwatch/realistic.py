@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from fabricwatch import yamlconf
 from fabricwatch.pathologies import Pathology, parse_pathologies
 from fabricwatch.topology import Topology
 
@@ -86,3 +87,16 @@ def realistic(topology: Topology, seed: int, horizon: float = 3600.0) -> list[Pa
     # last, so every entry above keeps its index (its random stream); 0.2 an hour per port is a guess
     entries.append({"kind": "burst_errors", "rate_per_hour": 0.2})
     return parse_pathologies(entries, topology, REALISTIC)
+
+
+def pathologies_of(value: Any, topology: Topology, seed: int, place: str) -> list[Pathology]:
+    """A ``pathologies:`` value as loaded: a list of DESIGN §4b entries; ``realistic`` (the mix above,
+    over an hour, from ``seed``); or a list holding ``realistic`` beside entries of its own (the mix,
+    then its own entries: a scenario's own pathology inside the fleet's). Errors name file and line."""
+    if value == REALISTIC:
+        return realistic(topology, seed)
+    if isinstance(value, list) and REALISTIC in value:
+        own = [e for e in value if e != REALISTIC]
+        lines = {id(e): line for i, e in enumerate(value) if e != REALISTIC and (line := yamlconf.line_of(value, i))}
+        return realistic(topology, seed) + parse_pathologies(own, topology, place, lines)
+    return parse_pathologies(value, topology, place)

@@ -31,16 +31,24 @@ def test_every_fault_moves_to_another_place_of_its_kind_and_the_scenario_still_l
     assert moved >= 40 and kept == 0
 
 
-def test_realistic_puts_faults_without_pathologies_in_the_fleet_mix_and_leaves_the_rest(tmp_path: Path) -> None:
+def test_realistic_puts_every_fault_scenario_in_the_fleet_mix_beside_its_own_pathologies(tmp_path: Path) -> None:
     variant(LIBRARY, tmp_path, 0, move=False, mix=True)
-    mixed = 0
+    alone = beside = 0
     for path in sorted(tmp_path.glob("*.yaml")):
         original = yaml.safe_load((LIBRARY / path.name).read_text())
         copy = yaml.safe_load(path.read_text())
-        if original.get("faults") and not original.get("pathologies"):
-            assert copy["pathologies"] == "realistic" and copy["faults"] == original["faults"]
-            assert load_scenario(path).plan.pathologies  # the mix drawn for its own topology and seed
-            mixed += 1
-        else:
+        if not original.get("faults") or original.get("recorded"):
             assert copy.get("pathologies") == original.get("pathologies")
-    assert mixed >= 30
+            continue
+        assert copy["faults"] == original["faults"]
+        kinds = [p.kind for p in load_scenario(path).plan.pathologies]  # the mix for its own topology and seed
+        assert "bursty_traffic" in kinds and "coolant_drift" in kinds
+        own = original.get("pathologies") or []
+        if own:
+            assert copy["pathologies"] == ["realistic", *own]
+            assert kinds[-len(own) :] == [p["kind"] for p in own]  # its own, after the mix's
+            beside += 1
+        else:
+            assert copy["pathologies"] == "realistic"
+            alone += 1
+    assert alone >= 30 and beside >= 5

@@ -29,8 +29,8 @@ from fabricwatch.detectors.config import EngineConfig, MaintenanceWindow
 from fabricwatch.errors import InputError
 from fabricwatch.faults import FaultPlan, parse_faults
 from fabricwatch.incident import Incident
-from fabricwatch.pathologies import Pathology, parse_pathologies
-from fabricwatch.realistic import REALISTIC, realistic
+from fabricwatch.pathologies import Pathology
+from fabricwatch.realistic import pathologies_of
 from fabricwatch.topology import Topology, generate
 
 
@@ -54,7 +54,8 @@ class ScenarioFile(yamlconf.Config):
     interval: Seconds = 5.0
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     faults: list[Any] | None = None  # each checked by parse_faults: its options depend on its cause
-    pathologies: list[Any] | Literal["realistic"] | None = None  # DESIGN §4b, or the realistic fleet mix
+    # DESIGN §4b entries, the realistic fleet mix (``realistic``), or a list holding both
+    pathologies: list[Any] | Literal["realistic"] | None = None
     known_failure: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # why detection fails it today
     recorded: bool = False  # a capture recorded live (fabricwatch record): replayed as it is, never simulated
 
@@ -110,10 +111,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except InputError as exc:
         raise InputError(f"{path}:{yamlconf.line_of(data, 'topology')}", f"topology: {exc}") from None
     faults = parse_faults(data.get("faults"), topo, str(path))
-    if spec.pathologies == REALISTIC:
-        pathologies = tuple(realistic(topo, spec.seed))
-    else:
-        pathologies = tuple(parse_pathologies(data.get("pathologies"), topo, str(path)))
+    pathologies = tuple(pathologies_of(data.get("pathologies"), topo, spec.seed, str(path)))
     plan = FaultPlan(spec.seed, tuple(faults), pathologies)
     return Scenario(name, path, spec.description, topo, spec.duration, spec.interval, plan, spec.known_failure)
 

@@ -6,8 +6,11 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 import fabricwatch.cli as cli
 from fabricwatch import topology
+from fabricwatch.errors import InputError, InputErrors
 from fabricwatch.faults import load_plan
 from fabricwatch.pathologies import KINDS
 from fabricwatch.realistic import realistic
@@ -59,3 +62,16 @@ def test_simulate_realistic_writes_a_messy_valid_capture_with_the_same_truth(tmp
     assert (
         {m.source for m in messages} - {n.name for n in standard(64).nodes} - {s.name for s in standard(64).switches}
     )  # a second collector reports a leaf under its own name
+
+
+def test_a_fault_file_can_hold_the_realistic_mix_beside_its_own_pathologies(tmp_path) -> None:
+    topo = topology.generate(16, rails=4)
+    path = tmp_path / "faults.yaml"
+    own = "  - {kind: clock_skew, source: node001, offset_s: 60, jitter_s: 0.5}\n"
+    path.write_text("seed: 3\nfaults: []\npathologies:\n  - realistic\n" + own)
+    kinds = [p.kind for p in load_plan(path, topo).pathologies]
+    assert kinds[:-1] == [p.kind for p in realistic(topo, 3)] and kinds[-1] == "clock_skew"
+    path.write_text("seed: 3\nfaults: []\npathologies:\n  - realistic\n" + own + "  - {kind: no_such_kind}\n")
+    with pytest.raises((InputError, InputErrors)) as err:
+        load_plan(path, topo)
+    assert f"{path}:6" in str(err.value)  # the bad entry's own line, the mix beside it notwithstanding
