@@ -93,6 +93,7 @@ class Congestion(Detector):
             )
             # queue and marks unknown: the device's pauses upstream witness the queue (docstring)
             blind = np.isnan(t.queue) & np.isnan(t.ecn_frac) & (t.tx_util >= cfg.line_rate_frac)
+        others = np.zeros(t.at.n, dtype=np.int64)  # per port: the other ports of its device pausing
         if blind.any():
             devices = t.device_of(window)
             with np.errstate(invalid="ignore"):

@@ -88,13 +88,18 @@ def last_rate(at: Keyed, column: str) -> tuple[np.ndarray, np.ndarray]:
     st = at.steps(column)
     rate, when = np.full(at.n, np.nan), np.full(at.n, np.nan)
     if len(st.codes):
-        rev = np.arange(len(st.codes))[::-1]
-        codes, first = np.unique(st.codes[rev], return_index=True)
-        pick = rev[first]
+        codes, pick = _latest(st.codes)
         with np.errstate(divide="ignore", invalid="ignore"):
             rate[codes] = np.where(st.dt[pick] > 0, st.step[pick] / st.dt[pick], np.nan)
         when[codes] = st.ts[pick]
     return rate, when
+
+
+def _latest(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entities that have steps, and the position of each one's latest step."""
+    rev = np.arange(len(codes))[::-1]
+    entities, first = np.unique(codes[rev], return_index=True)
+    return entities, rev[first]
 
 
 def last_share(at: Keyed, column: str) -> np.ndarray:
@@ -105,17 +110,15 @@ def last_share(at: Keyed, column: str) -> np.ndarray:
     0.2 s off its 5-s period reads a priority held all the time as held 96 % one interval and 104 %
     the next. So the interval is counted in whole periods of the entity's cadence (its first to last
     stamp here over the periods between, each interval rounded to whole periods of the median of its
-    last three: a lost scrape makes one interval two periods), and the share is raised by
-    ``JITTER_K`` standard deviations of the entity's own intervals about those periods (capped at 1 by
-    the caller): what it may have been held, given how its stamps scatter. A steady collector (no
-    scatter) reads exactly what its counter says."""
+    last three intervals, which one lost scrape cannot set: it makes one interval two periods), and
+    the share is raised by ``JITTER_K`` standard deviations of the entity's own intervals about
+    those periods (capped at 1 by the caller): what it may have been held, given how its stamps
+    scatter. A steady collector (no scatter) reads exactly what its counter says."""
     st = at.steps(column)
     share = np.full(at.n, np.nan)
     if not len(st.codes):
         return share
-    rev = np.arange(len(st.codes))[::-1]
-    codes, first = np.unique(st.codes[rev], return_index=True)
-    pick = rev[first]
+    codes, pick = _latest(st.codes)
     recent_dts = np.full((3, len(codes)), np.nan)
     for back in range(3):
         j = np.maximum(pick - back, 0)
