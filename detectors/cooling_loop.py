@@ -9,8 +9,15 @@ that has just joined the job and is still warming towards its new level, is nobo
 excess over its peers is learnt as a baseline (loops differ a little by design) while it holds still
 too; a loop ``loop_excess_c`` above its usual excess is failing. Before a baseline exists,
 ``loop_excess_abs_c`` alone is enough. The baseline belongs to the load it was learnt at: when the
-loop's load steps by more than the margin, it is learnt afresh. With no peer under the same load there
-is nothing to compare with: correlation then counts hot GPUs per loop instead.
+loop's load steps by more than the margin, it is learnt afresh.
+
+A loop with no peer under the same load (the one loop that idles while the others work, or works
+while they idle) is judged against its own history instead. At a steady load a GPU sits at
+T_coolant + R·P, so what moves a loop's level without a load step is its coolant: the facility water
+of the day moves every loop alike, a failing loop alone. Each loop learns its own level at its own
+load (afresh after a load step, gated as above), and the loop's rise over it, less the median rise of
+the other loops that hold still (what they shared), by ``loop_excess_c`` or more is failing. A loop
+whose load or whose every reference stepped has no judgement until it is learnt again.
 
 A loop's GPUs sit on several nodes, so on several processors' partitions, and its peers are the other
 loops: the judgement needs every GPU of the cluster. It therefore runs in stage 2 (detectors/stage.py).
@@ -103,6 +110,12 @@ class LoopJudge(Judge):
             cfg.baseline_warmup_ticks,
             cfg.baseline_tau_s,
         )
+        # each loop's own level at its own load, less what every loop shared when it was learnt
+        self.own = Baselines(
+            {"level_c": Gate(cfg.baseline_gate_c), "load_pct": Gate(cfg.gpu_peer_load_margin_pct)},
+            cfg.baseline_warmup_ticks,
+            cfg.baseline_tau_s,
+        )
 
     def judge(self, findings: list[Finding]) -> list[Finding]:
         cfg = self.config
@@ -134,10 +147,20 @@ class LoopJudge(Judge):
         with np.errstate(invalid="ignore"):
             warm = (rise >= cfg.loop_excess_c) | (np.isnan(base) & (excess >= cfg.loop_excess_abs_c))
         self.baseline.update(keys, {"excess_c": excess, "load_pct": load}, end, learn=settled)
+        own = self._own_rise(keys, level, load, settled, end)
+        with np.errstate(invalid="ignore"):  # a loop with a peer under its load is judged against the peer
+            warm |= np.isnan(others) & (own >= cfg.loop_excess_c)
         out = []
         for i in np.flatnonzero(warm):
             loop, members = names[i], loops[names[i]]
-            threshold = others[i] + (base[i] if np.isfinite(base[i]) else 0.0) + cfg.loop_excess_c
+            peered = bool(np.isfinite(others[i]))
+            if peered:
+                reference = others[i] + (base[i] if np.isfinite(base[i]) else 0.0)
+                baseline = sig(reference) if np.isfinite(base[i]) else None
+            else:  # its own level at this load, moved by what the other loops shared
+                reference = level[i] - own[i]
+                baseline = sig(reference)
+            threshold = reference + cfg.loop_excess_c
             with np.errstate(invalid="ignore"):
                 hot = int(np.sum(members.temp >= cfg.gpu_hot_c))
             out.append(
@@ -155,21 +178,53 @@ class LoopJudge(Judge):
                             "cooling_loop": loop,
                             "value": sig(level[i]),
                             "peers": sig(others[i]),
-                            "baseline": sig(others[i] + base[i]) if np.isfinite(base[i]) else None,
+                            "baseline": baseline,
                         },
                     ),
                     cause="cooling_failure",
-                    score=float(np.nan_to_num(rise[i], nan=excess[i])),
-                    attrs={"gpus": len(members.temp), "gpus_hot": hot, "excess_c": sig(excess[i])},
+                    score=float(np.nan_to_num(rise[i], nan=excess[i]) if peered else own[i]),
+                    attrs={
+                        "gpus": len(members.temp),
+                        "gpus_hot": hot,
+                        "excess_c": sig(excess[i] if peered else own[i]),
+                        "judged_against": "peers" if peered else "own history",
+                    },
                 )
             )
         return out
 
+    def _own_rise(
+        self, keys: pd.Index, level: np.ndarray, load: np.ndarray, settled: np.ndarray, end: float
+    ) -> np.ndarray:
+        """Each loop's rise over its own learnt level, less the median rise of the other settled loops
+        (what they shared: the facility water); NaN where either is unknown. Learns this tick's levels
+        in the same frame (less what is shared), so the day's drift stays with the shared part."""
+        cfg = self.config
+        learnt = self.own.lookup(keys)
+        with np.errstate(invalid="ignore"):
+            stepped = np.abs(load - learnt["load_pct"]) > cfg.gpu_peer_load_margin_pct
+        if stepped.any():  # a load step moves the level by R·ΔP: learnt afresh
+            self.own.forget({keys[i] for i in np.flatnonzero(stepped)})
+            learnt = self.own.lookup(keys)
+        shift = level - learnt["level_c"]
+        ref, known = settled & np.isfinite(shift), np.isfinite(shift)
+        shared, anchored = np.full(len(keys), np.nan), np.zeros(len(keys), dtype=bool)
+        for i in range(len(keys)):
+            others = np.arange(len(keys)) != i
+            anchored[i] = bool((known & others).any())
+            if (ref & others).any():
+                shared[i] = np.median(shift[ref & others])
+        # no loop learnt yet: the frame starts here; learnt ones but none holding still: unknown, not 0
+        frame = np.where(anchored, shared, 0.0)
+        self.own.update(keys, {"level_c": level - frame, "load_pct": load}, end, learn=settled)
+        return shift - shared
+
     def snapshot(self) -> dict[str, Any]:
-        return {"excess": self.baseline.snapshot()}
+        return {"excess": self.baseline.snapshot(), "own": self.own.snapshot()}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.baseline.restore(state.get("excess", {}))
+        self.own.restore(state.get("own", {}))
 
 
 class CoolingLoop(Detector):

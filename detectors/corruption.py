@@ -59,6 +59,21 @@ ACC = ("crc", "frames", "symbols", "span_s", "error_steps", "symbol_steps", "crc
 OLD_ACC = 7  # a snapshot from before the *_intervals columns: they restore as 0 (judged once seen again)
 
 
+SYMBOLS = "symbol_errors_or_failed_codewords"  # the symbol count judged (:func:`symbol_counts`)
+
+
+def symbol_counts(at: Keyed, per_codeword: float) -> np.ndarray:
+    """Per entity, whether its symbol errors are read from failed codewords: a port whose source has
+    no symbol-error counter (OpenConfig gNMI has FEC uncorrectable blocks, not symbol errors) is
+    counted as ``per_codeword`` symbols per failed codeword, the least a failed KP4 codeword holds, so
+    its count is a lower bound and never invents a rate. Registers the column :data:`SYMBOLS`."""
+    sym, failed = at.values("symbol_errors_total"), at.values("fec_uncorrectable_total")
+    has_sym = np.bincount(at.codes[~np.isnan(sym)], minlength=at.n) > 0
+    derived = ~has_sym & (np.bincount(at.codes[~np.isnan(failed)], minlength=at.n) > 0)
+    at.derive(SYMBOLS, np.where(derived[at.codes], failed * per_codeword, sym))
+    return derived
+
+
 class CorruptionConfig(DetectorConfig):
     open_loss_rate: float = 1e-8  # CorrOpt (SIGCOMM'17): corrupting at a frame-loss rate ≥ 1e-8
     clear_loss_rate: float = 1e-9  # hysteresis: an open link clears a decade below the open rate
@@ -123,7 +138,8 @@ class Corruption(Detector):
         at = keyed(window, "port")
         if not at.n:
             return []
-        crc, sym = at.increase("rx_crc_errors_total"), at.increase("symbol_errors_total")
+        from_codewords = symbol_counts(at, cfg.symbols_per_failed_codeword)
+        crc, sym = at.increase("rx_crc_errors_total"), at.increase(SYMBOLS)
         frames = self._frames(at)
         with np.errstate(invalid="ignore", divide="ignore"):
             loss = np.where(frames > 0, crc.total / frames, np.nan)
@@ -149,7 +165,8 @@ class Corruption(Detector):
         self.open = (self.open - {str(p) for p in ports[known]}) | {str(p) for p in ports[flagged]}
         last_ts = at.last_ts()
         return [
-            self._finding(str(ports[i]), i, crc, sym, loss, per_h, frames, last_ts[i]) for i in np.flatnonzero(flagged)
+            self._finding(str(ports[i]), i, crc, sym, loss, per_h, frames, last_ts[i], bool(from_codewords[i]))
+            for i in np.flatnonzero(flagged)
         ]
 
     def _accumulate(self, at: Keyed, end: float) -> np.ndarray:
@@ -179,7 +196,7 @@ class Corruption(Detector):
         for name, column in (
             ("crc", "rx_crc_errors_total"),
             ("frames", frames_col),
-            ("symbols", "symbol_errors_total"),
+            ("symbols", SYMBOLS),
         ):
             st = at.steps(column)
             fresh = st.ts > until[st.codes]
@@ -234,7 +251,7 @@ class Corruption(Detector):
         return out
 
     def _finding(self, port: str, i: int, crc: Increase, sym: Increase, loss: np.ndarray, per_h: np.ndarray,
-                 frames: np.ndarray, last_ts: float) -> Finding:  # fmt: skip
+                 frames: np.ndarray, last_ts: float, from_codewords: bool) -> Finding:  # fmt: skip
         cfg = self.config
         evidence: list[dict[str, Any]] = []
         if np.isfinite(loss[i]):
@@ -243,7 +260,8 @@ class Corruption(Detector):
                              "frames": sig(frames[i], 3)})  # fmt: skip
         if np.isfinite(per_h[i]):
             evidence.append({"metric": "symbol_errors_per_h", "port": port, "value": sig(per_h[i], 3),
-                             "threshold": cfg.open_symbol_per_h})  # fmt: skip
+                             "threshold": cfg.open_symbol_per_h,
+                             **({"counted_from": "failed codewords"} if from_codewords else {})})  # fmt: skip
         ratio = max(np.nan_to_num(loss[i]) / cfg.open_loss_rate, np.nan_to_num(per_h[i]) / cfg.open_symbol_per_h)
         return Finding(
             detector=self.name,

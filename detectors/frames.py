@@ -173,6 +173,12 @@ class Keyed:
             self._values[column] = v
         return v
 
+    def derive(self, name: str, values: np.ndarray) -> None:
+        """Read per-row ``values`` (grouped order) as a column named ``name``: one derived from other
+        columns, which every aggregate (steps, increase, median) then reads as it reads a column."""
+        self._values[name] = np.asarray(values, dtype=np.float64)
+        self._steps.pop(name, None)
+
     def has(self, column: str) -> bool:
         return bool(self.n) and not np.isnan(self.values(column)).all()
 

@@ -57,3 +57,46 @@ def test_an_old_snapshot_restores_with_the_spread_unknown() -> None:
     det.restore({"open": [FAB.b], "ports": [FAB.b], "acc": [[1.0, 1e8, 17.0, 60.0, 1.0, 1.0, 100.0]], "last_end": 1.0})
     assert det.acc.shape == (1, len(ACC))
     assert det.acc[0, -1] == pytest.approx(100.0) and np.all(det.acc[0, 6:8] == 0.0)
+
+
+def no_symbol_counter(tl: Timeline) -> None:
+    """The port's source has no symbol-error counter (OpenConfig gNMI: FEC uncorrectable blocks only)."""
+    tl.put("port", "symbol_errors_total", np.nan, port=FAB.b)
+
+
+def test_failed_codewords_count_where_the_symbol_counter_is_missing() -> None:
+    """Each failed KP4 codeword holds at least 16 symbol errors: steady failed codewords at a sixteenth
+    of the symbol rate above still page, and the finding says what it counted."""
+
+    def edit(tl: Timeline) -> None:
+        no_symbol_counter(tl)
+        tl.count("port", "fec_uncorrectable_total", PER_H / 16 / 3600, 60, port=FAB.b)
+
+    tl = Timeline(TOPO, duration=300.0, seed=5)
+    edit(tl)
+    det = Corruption()
+    found = []
+    for t in tl.ticks(10.0, 60.0):
+        found = [f for f in det.detect(tl.window(t)) if f.id == FAB.b]
+    assert found, "a missing symbol counter is read from the failed codewords, not as quiet"
+    (symbols,) = [e for e in found[0].evidence if e["metric"] == "symbol_errors_per_h"]
+    assert symbols["counted_from"] == "failed codewords"
+
+
+def test_failed_codeword_bursts_never_page_without_the_symbol_counter() -> None:
+    def edit(tl: Timeline) -> None:
+        no_symbol_counter(tl)
+        bursty(tl, "fec_uncorrectable_total", PER_BURST // 16)
+
+    assert not any(findings_by_tick(edit).values())
+
+
+def test_no_counter_at_all_is_unknown() -> None:
+    """Neither symbol errors nor failed codewords: nothing is judged (no rate is invented)."""
+
+    def edit(tl: Timeline) -> None:
+        steady(tl)  # the port corrupts, but its source reads neither counter
+        no_symbol_counter(tl)
+        tl.put("port", "fec_uncorrectable_total", np.nan, port=FAB.b)
+
+    assert not any(findings_by_tick(edit).values())

@@ -112,11 +112,11 @@ ROWS = [
     ),
     (
         "cooling_loop",
-        "loop cl00 busier than the others: more heat is expected",
+        "loop cl00's job gets busier than the others': more heat is expected",
         lambda tl: (
             gpu_util(tl, TOPO.gpus, 40.0),
-            gpu_util(tl, LOOP0, 95.0),
-            tl.shift("gpu", "temp_c", 10.0, start=100, device=LOOP0),
+            tl.put("gpu", "util_pct", 95.0, start=100, device=LOOP0),
+            tl.shift("gpu", "temp_c", 10.0, start=100, ramp=30, device=LOOP0),
         ),
         set(),
     ),
@@ -132,8 +132,39 @@ ROWS = [
     ),
     (
         "cooling_loop",
-        "loop cl00 idles while the others work: nobody's peer, never judged",
+        "loop cl00 idles while the others work: nobody's peer, judged against its own level",
         lambda tl: (tl.put("gpu", "util_pct", 0.0, device=LOOP0), tl.shift("gpu", "temp_c", -20.0, device=LOOP0)),
+        set(),
+    ),
+    (
+        "cooling_loop",
+        "loop cl00 idles while the others work and warms 10 °C: more than its own level, less what all shared",
+        lambda tl: (
+            tl.put("gpu", "util_pct", 0.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", -20.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", 10.0, start=100, ramp=30, device=LOOP0),
+        ),
+        {("cooling_loop_warm", "cl00")},
+    ),
+    (
+        "cooling_loop",
+        "loop cl00 idles while the others work, and the facility water warms every loop 10 °C: shared",
+        lambda tl: (
+            tl.put("gpu", "util_pct", 0.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", -20.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", 10.0, start=100, ramp=30, device=TOPO.gpus),
+        ),
+        set(),
+    ),
+    (
+        "cooling_loop",
+        "loop cl00 idles while the others work, then they stop and cool 20 °C: their load stepped",
+        lambda tl: (
+            tl.put("gpu", "util_pct", 0.0, device=LOOP0),
+            tl.shift("gpu", "temp_c", -20.0, device=LOOP0),
+            tl.put("gpu", "util_pct", 0.0, start=100, device=[g for g in TOPO.gpus if g not in set(LOOP0)]),
+            tl.shift("gpu", "temp_c", -20.0, start=100, ramp=30, device=[g for g in TOPO.gpus if g not in set(LOOP0)]),
+        ),
         set(),
     ),
     # --- gpu_xid ------------------------------------------------------------------------------------
