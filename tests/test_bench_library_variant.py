@@ -52,3 +52,28 @@ def test_realistic_puts_every_fault_scenario_in_the_fleet_mix_beside_its_own_pat
             assert copy["pathologies"] == "realistic"
             alone += 1
     assert alone >= 30 and beside >= 5
+
+
+def test_vary_changes_each_faults_strength_and_start_within_bounds_and_the_scenario_still_loads(tmp_path: Path) -> None:
+    from bench.library_variant import MAGNITUDES, START_SHIFT_S, STRENGTH
+
+    variant(LIBRARY, tmp_path, 0, move=False, vary=True)
+    stronger = milder = 0
+    for path in sorted(tmp_path.glob("*.yaml")):
+        original = yaml.safe_load((LIBRARY / path.name).read_text())
+        copy = yaml.safe_load(path.read_text())
+        if not original.get("faults") or original.get("recorded"):
+            continue
+        load_scenario(path)  # still a valid scenario (every option known, every value accepted)
+        for before, after in zip(original["faults"], copy["faults"], strict=True):
+            assert abs(after["start"] - before.get("start", 0)) <= START_SHIFT_S + 1e-9 and after["start"] >= 10
+            for name in MAGNITUDES:
+                if name in before and name in after:
+                    ratio = after[name] / before[name]
+                    if MAGNITUDES[name] == "floor":
+                        assert ratio >= 1.0, f"{path.name}: {name} below the definition's floor"
+                    elif MAGNITUDES[name] == "scale":
+                        assert STRENGTH[0] - 0.01 <= ratio <= STRENGTH[1] + 0.01
+                        stronger += ratio > 1
+                        milder += ratio < 1
+    assert stronger >= 5 and milder >= 2
