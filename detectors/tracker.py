@@ -66,6 +66,14 @@ COLLECTOR_TYPE = "collector_silent"  # resolves with its source's first fresh da
 # through spells up to twice as long as any seen, is what an engineer wants).
 HOLD_FACTOR = 2.0
 EPISODES_METRIC = "episodes"  # evidence of an intermittent incident: how often it came back
+# A flap is what a failing part of a link does (its downs): once a link's incident names the part
+# behind its downs (light lost one way while down, correlate.py rule 4b), the flaps seen between the
+# part's episodes, with the optics then normal, never turn it back into a flap; and a link found down
+# or flapping takes the path's part at once, without a debounce, when light lost on the way is seen
+# with the downs (an intermittent connector shows it only while an episode lasts).
+PART_CAUSES = frozenset({"connector_contamination", "fiber_damage", "laser_degradation", "transceiver_fault"})
+PATH_CAUSES = frozenset({"connector_contamination", "fiber_damage"})
+STATE_CAUSES = frozenset({"link_down", "link_flap"})
 LINK_TYPES = frozenset({"link_down", "link_degradation"})  # evidence of an unknown incident: which source went silent
 
 
@@ -261,11 +269,14 @@ class IncidentTracker:
             inc.runbook = d.runbook
             material = True
         diagnosis = [d.cause, d.entity, d.id]
-        if diagnosis == [inc.cause, inc.location["entity"], inc.location["id"]]:
+        explains_downs = d.cause in PATH_CAUSES and inc.cause in STATE_CAUSES
+        if diagnosis == [inc.cause, inc.location["entity"], inc.location["id"]] or (
+            d.cause == "link_flap" and inc.cause in PART_CAUSES
+        ):
             meta["candidate"] = None
-        elif meta["candidate"] is None or meta["candidate"][:3] != diagnosis:
+        elif not explains_downs and (meta["candidate"] is None or meta["candidate"][:3] != diagnosis):
             meta["candidate"] = [*diagnosis, now]
-        elif now - meta["candidate"][3] >= self.config.open_after_s:
+        elif explains_downs or now - meta["candidate"][3] >= self.config.open_after_s:
             inc.cause, inc.location, inc.runbook = d.cause, {"entity": d.entity, "id": d.id}, d.runbook
             inc.type = d.type  # a link found down, then its dark lane: link_down → link_degradation
             meta["candidate"] = None

@@ -154,6 +154,40 @@ ROWS = [
         {("link_flap", "link", HOST.id): 3},
     ),
     (
+        "a link going down while one direction's light arrives lit but under the module's alarm, the far"
+        " transmitter normal: light lost on that way (an intermittent connector), the downs folded in",
+        [
+            f("link_flap", HOST.b, severity="major"),
+            f("link_down", HOST.b, severity="critical"),
+            f("rx_power_low_alarm", HOST.b, severity="major"),
+            f("path_loss_high", HOST.b),
+        ],
+        {("connector_contamination", "link", HOST.id): 4},
+    ),
+    (
+        "a flap with one direction's light low but its transmitter fading too: not the path's (a flap stays)",
+        [
+            f("link_flap", HOST.b, severity="major"),
+            f("rx_power_low_alarm", HOST.b, severity="major"),
+            f("tx_power_drop", HOST.a),
+        ],
+        {("link_flap", "link", HOST.id): 3},
+    ),
+    (
+        "a flap with light low in both directions: not one way's (a flap stays)",
+        [
+            f("link_flap", HOST.b, severity="major"),
+            f("rx_power_low_alarm", HOST.b, severity="major"),
+            f("rx_power_drop", HOST.a),
+        ],
+        {("link_flap", "link", HOST.id): 3},
+    ),
+    (
+        "a flap with only the receive warning (a DOM's calibration can put it there): a flap",
+        [f("link_flap", HOST.b, severity="major"), f("rx_power_low_warn", HOST.b), f("path_loss_high", HOST.b)],
+        {("link_flap", "link", HOST.id): 3},
+    ),
+    (
         "hot GPU and its NPO port hot with BER up at the far end: the GPU is the root",
         [
             f("gpu_hot", GPU, entity="gpu", severity="major"),

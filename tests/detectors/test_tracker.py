@@ -187,6 +187,20 @@ def test_a_link_found_down_then_its_dark_lane_is_one_incident_refined() -> None:
     assert (inc.id, inc.type, inc.cause, inc.detected_at) == ("inc-0001", "link_degradation", "transceiver_fault", 0)
 
 
+def test_a_link_flapping_takes_the_path_part_seen_with_its_downs_at_once_and_keeps_it() -> None:
+    """An intermittent connector whose episodes drop the link: the light lost one way shows only while
+    an episode lasts, the flaps in between too; the incident names the connector from the first
+    episode it is seen in, and the flaps between episodes never turn it back into a flap."""
+    t = IncidentTracker()
+    flap, dirty = step("link_flap", "link_flap"), step("connector_contamination", "rx_power_low_alarm")
+    run(t, [(0, [step("link_down", "link_down")]), (10, [dirty])])
+    (inc,) = t.roots()
+    assert inc.cause == "connector_contamination", "adopted at once: no 30 s debounce for what explains the downs"
+    run(t, [(s, [flap]) for s in (20, 30, 40, 50, 60, 70)])
+    (inc,) = t.roots()
+    assert (inc.id, inc.cause) == ("inc-0001", "connector_contamination")
+
+
 def test_a_collector_incident_resolves_with_the_first_fresh_data() -> None:
     silent = Finding("liveness", "collector_silent", "collector", "node001", 0.0, 70.0, "major")
     from fabricwatch.detectors.liveness import CollectorDiagnosis
