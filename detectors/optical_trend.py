@@ -48,6 +48,10 @@ class OpticalTrendConfig(DetectorConfig):
     loss_of_light_dbm: float = -30.0  # a darker lane is loss of light, not a trend: its history restarts
     min_temp_spread_c: float = 0.05  # below this spread of module temperature it is no regressor (a
     # DOM reads temperature in 1/256 °C; a flat reading says nothing about the power's dependence on it)
+    # Optical power reaches us rounded to 0.01 dB (ethtool -m and switch CLIs print dBm with two
+    # decimals: ../shared/data/switch-cli), an error uniform over ±0.005 dB, variance q²/12: a fit closer
+    # than that is rounding, not evidence (a few points on a 0.01-dB staircase fit a line exactly)
+    resolution_db: float = 0.01
 
 
 class OpticalTrend(Detector):
@@ -189,8 +193,8 @@ class OpticalTrend(Detector):
             det = ctt * cxx - ctx * ctx
             b = np.where(with_x, (cxx * cty - ctx * cxy) / det, cty / ctt)
             c = np.where(with_x, (ctt * cxy - ctx * cty) / det, 0.0)
-            rss = np.maximum(cyy - b * cty - c * cxy, 0.0)
             dof = w - np.where(with_x, 3.0, 2.0)
+            rss = np.maximum(cyy - b * cty - c * cxy, np.maximum(dof, 0.0) * cfg.resolution_db**2 / 12.0)
             var_b = rss / dof * np.where(with_x, cxx / det, 1.0 / ctt)
             tstat = b / np.sqrt(var_b)
             n_points = np.where(w > 0, w, 0.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -126,3 +127,19 @@ def test_the_forecast_is_a_warning_incident_on_the_transmitter_and_survives_a_re
     )
     assert any("eta_s" in e and e["metric"] == "tx_power_dbm" for e in incident.evidence)
     assert incident.detected_at <= tl.start + START + 20 * 60
+
+
+def test_a_lanes_first_points_on_the_readings_rounding_staircase_are_no_trend() -> None:
+    """Tools print dBm to 0.01 dB: a lane whose first points (one per 30 s) each read one count lower
+    lies exactly on a line, which is rounding, not a fading laser (seen on a variant library: a spine
+    uplink forecast to fail in 13 hours from its first three minutes of readings). Its readings then
+    go on as a healthy lane's."""
+
+    def staircase(tl: Timeline) -> None:
+        def level(ts: np.ndarray) -> np.ndarray:  # one count lower in each point's span (ticks 60, 90, ...)
+            return np.round(1.27 - 0.01 * np.maximum(np.ceil((ts - tl.start - 60.0) / 30.0), 0), 2)
+
+        tl.put("optical", "tx_power_dbm", level, end=180.0, port=TX_PORT, lane=0)
+        tl.put("optical", "module_temp_c", 40.0, end=180.0, port=TX_PORT, lane=0)  # steady: no regressor
+
+    assert run(staircase) == []
