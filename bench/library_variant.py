@@ -5,8 +5,9 @@ writes each scenario file of ``replay/library`` into ``OUT`` with its seed + ``-
 ``--move-faults`` each fault also moves to another place of the same kind, drawn per scenario from
 the scenario's own topology: a link to another link of its tier, a port to the same end of another
 link of its tier, a GPU to another GPU, a cooling loop or a switch (of its tier) to another. A place
-named by two faults moves to one new place, two places never move to the same one, and a place never
-stays where it was while its kind has another. Pathologies
+named by two faults moves to one new place, two places never move to the same one, faults on two
+links (a link, a port's) never move onto one, and a place never stays where it was while its kind has
+another. Pathologies
 keep their places, and recorded captures are skipped. With ``--realistic`` every scenario that has
 faults runs in the realistic fleet mix, beside any pathologies of its own (fabricwatch/realistic.py: skewed
 clocks, lost and late scrapes, switches at 30/60 s, DOM offsets, a second vendor, spare ports, a
@@ -43,12 +44,18 @@ LIBRARY = Path(__file__).resolve().parents[1] / "replay" / "library"
 def move_faults(faults: list[dict[str, Any]], topo: Topology, rng: random.Random) -> dict[str, str]:
     """Move each fault's place in place (see the module's docstring); returns old place → new."""
     end_of = {end: (link, side) for link in topo.links for end, side in ((link.a, "a"), (link.b, "b"))}
+    link_of = {place: link.id for link in topo.links for place in (link.id, link.a, link.b)}
     moved: dict[str, str] = {}
+    stands_for: dict[str, str | None] = {}  # a link a moved place is on -> the link its old place was on
 
     def pick(old: str, pool: list[str]) -> str:
         if old not in moved:
-            free = [p for p in pool if p != old and p not in moved.values()]
+            was = link_of.get(old)
+            free = [p for p in pool if p != old and p not in moved.values()
+                    and stands_for.get(link_of.get(p, ""), was) == was]  # fmt: skip
             moved[old] = rng.choice(free) if free else old
+            if moved[old] in link_of:
+                stands_for[link_of[moved[old]]] = was
         return moved[old]
 
     for fault in faults:

@@ -23,12 +23,12 @@ findings it explains, so a finding is folded into one diagnosis at most:
    paged; telemetry cannot tell a planned reboot from an unplanned one, the ticket can.
    Its collector, silent through the reboot (rule 8), is held the same way.
 4b. link_flap / link_down (link): link-down events / state 0 (or both directions dark) at either end.
-   A link that goes down while one direction's light arrives lit but low (a receive drop or the
-   module's low-power alarm, no lane dark) from a transmitter that reads normal, the other direction
-   fine, went down because light is lost on that direction's way: a pulled cable, a reset port or a
-   dead laser darkens, and a flap alone leaves the optics as they were. That is
-   connector_contamination (link), the downs folded in (an intermittent connector whose episodes
-   drop the link).
+   A link that goes down while light arrives lit but low (a receive drop or the module's low-power
+   alarm, no lane dark) from transmitters that read normal went down because light is lost on the
+   way: a pulled cable, a reset port or a dead laser darkens, and a flap alone leaves the optics as
+   they were. In one direction (the other fine) that is connector_contamination (link), in both
+   fiber_damage (link), as rule 6 reads the same light with the link up; the downs are folded in (an
+   intermittent connector whose episodes drop the link, a fibre crushed past the receivers' reach).
 5. switch_fault (switch): errors (frames lost: BER over the FEC limit, uncorrectable codewords,
    loss) that are sustained (the BER up or frames lost, not failed codewords alone: a burst) with
    normal light (no rx/tx power finding on the link, which would explain them) on
@@ -464,9 +464,9 @@ class Correlator:
             else:
                 continue  # a dark lane or direction with the link up: an optical problem (rule 6)
             state = [f for f in here if f.symptom in STATE]
-            lost = _one_way_loss(ends, here)
-            if lost:  # light lost on one direction's way took the link down (rule 4b)
-                cause, state = "connector_contamination", lost
+            lost = _path_loss(ends, here)
+            if lost is not None:  # light lost on the way took the link down (rule 4b)
+                cause, state = lost
             roots = pool.take(state or [f for f in here if f.symptom == "loss_of_light"])
             rest = pool.take(_without(here, roots))
             out.append(Diagnosis(cause, *_link_location(anchor), anchor, roots, rest))
@@ -656,19 +656,23 @@ class Correlator:
         return seen
 
 
-def _one_way_loss(ends: list[str], here: list[Finding]) -> list[Finding]:
-    """Rule 4b's light lost on one direction's way: the receive findings (a drop, the low alarm) of
-    the one receiver that reads lit but low light from a transmitter reading normal, while the other
-    receiver reads none and no lane of the link is dark; [] otherwise."""
+def _path_loss(ends: list[str], here: list[Finding]) -> tuple[str, list[Finding]] | None:
+    """Rule 4b's light lost on the way: the cause and the receive findings (a drop, the low alarm) of
+    the receivers that read lit but low light from transmitters reading normal, with no lane of the
+    link dark: one receiver (the other reading nothing low) is the connector's, both the fibre's."""
     if len(ends) != 2 or any(f.symptom in {"loss_of_light", "tx_dark"} for f in here):
-        return []
+        return None
+    if any(f.symptom in TX_LOW | BIAS_UP for f in here):  # a transmitter fading: rule 6's laser
+        return None
     low = {end: [f for f in here if f.id == end and f.symptom in RX_LOW - NOT_ALONE] for end in ends}
-    weak_tx = {f.id for f in here if f.symptom in TX_LOW | BIAS_UP}
-    (a, b) = ends
-    for rx, tx in ((a, b), (b, a)):
-        if low[rx] and tx not in weak_tx and not any(f.id == tx and f.symptom in RX_LOW for f in here):
-            return low[rx]
-    return []
+    hint = {end: any(f.id == end and f.symptom in RX_LOW for f in here) for end in ends}
+    a, b = ends
+    if low[a] and low[b]:
+        return "fiber_damage", low[a] + low[b]
+    for rx, other in ((a, b), (b, a)):
+        if low[rx] and not hint[other]:
+            return "connector_contamination", low[rx]
+    return None
 
 
 def _without(findings: list[Finding], drop: list[Finding]) -> list[Finding]:

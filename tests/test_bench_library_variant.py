@@ -31,6 +31,26 @@ def test_every_fault_moves_to_another_place_of_its_kind_and_the_scenario_still_l
     assert moved >= 40 and kept == 0
 
 
+def test_faults_on_different_links_never_move_onto_one_link(tmp_path: Path) -> None:
+    """two-faults-one-leaf's dirty connector and failing transmitter are on two links ("another port"):
+    moved, they must still be, or the copy is another scenario (two causes on one link)."""
+    for offset in (90001, 4409, 31337):
+        variant(LIBRARY, tmp_path / str(offset), offset, move=True)
+        for path in sorted((tmp_path / str(offset)).glob("*.yaml")):
+            original = yaml.safe_load((LIBRARY / path.name).read_text())
+            copy = yaml.safe_load(path.read_text())
+            port_link = load_scenario(path).topology.port_link
+            before = _links(original.get("faults") or [], port_link)
+            if len(set(before)) == len(before):
+                after = _links(copy.get("faults") or [], port_link)
+                assert len(set(after)) == len(after), f"{path.name} (+{offset}): {after}"
+
+
+def _links(faults: list[dict], port_link: dict) -> list[str]:
+    """The link each fault on a link or a port is on."""
+    return [f["link"] if "link" in f else port_link[f["port"]].id for f in faults if "link" in f or "port" in f]
+
+
 def test_realistic_puts_every_fault_scenario_in_the_fleet_mix_beside_its_own_pathologies(tmp_path: Path) -> None:
     variant(LIBRARY, tmp_path, 0, move=False, mix=True)
     alone = beside = 0

@@ -174,11 +174,22 @@ ROWS = [
         {("link_flap", "link", HOST.id): 3},
     ),
     (
-        "a flap with light low in both directions: not one way's (a flap stays)",
+        "a link down with light lit but low in both directions, both transmitters normal: the fibre"
+        " between them lost it (crushed past the receivers' reach), the downs folded in",
+        [
+            f("link_down", HOST.a, severity="critical"),
+            f("link_down", HOST.b, severity="critical"),
+            f("rx_power_low_alarm", HOST.b, severity="major"),
+            f("rx_power_drop", HOST.a),
+        ],
+        {("fiber_damage", "link", HOST.id): 4},
+    ),
+    (
+        "a flap with one direction's light low and the other's under its warning only: not one way's",
         [
             f("link_flap", HOST.b, severity="major"),
             f("rx_power_low_alarm", HOST.b, severity="major"),
-            f("rx_power_drop", HOST.a),
+            f("rx_power_low_warn", HOST.a),
         ],
         {("link_flap", "link", HOST.id): 3},
     ),
