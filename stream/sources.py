@@ -15,10 +15,8 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
   median of the median source (the reference lags a message by its arrival phase). Arrival order
   resolves an offset only to about one scrape interval (a source scraped just after another reads a
   few seconds ahead of it), so an estimate is applied only when it exceeds two of the fleet's median
-  scrape intervals; below that, ``ts`` is trusted. A correction already applied that grows is
-  slewed, never stepped: the source's corrected time stands still until it has caught up, so a
-  source's rows, corrected as they arrive, keep their own order. The estimate is exported
-  (``offsets``) for ``fabricwatch_source_clock_offset_seconds``.
+  scrape intervals; below that, ``ts`` is trusted. The estimate is exported (``offsets``) for
+  ``fabricwatch_source_clock_offset_seconds``.
 * Cadence. The median gap between the source's distinct ``ts`` (per kind; the source's fastest kind,
   module messages excluded, as they are sent on change and every few minutes).
 * Watermark. Each live stream (a source's kind: its own topic, delivered on its own) promises its
@@ -170,13 +168,7 @@ class SourceClocks:
         if len(state.samples) >= MIN_SAMPLES:
             state.estimate = state.raw - self._bias
         bound = 2.0 * self._fleet
-        offset = state.estimate if bound and abs(state.estimate) > bound else 0.0
-        if state.offset and offset > state.offset and state.latest is not None:
-            # a correction already applied that grows is slewed, not stepped (as NTP, RFC 5905, slews
-            # a running clock): the source's corrected time may stand still, never run back, so its
-            # rows keep their own order (a jump back would read an up, down, up link as two drops)
-            offset = max(state.offset, min(offset, state.newest - state.latest))
-        state.offset = offset
+        state.offset = state.estimate if bound and abs(state.estimate) > bound else 0.0
         latest = state.newest - state.offset
         if latest != state.latest:
             if state.latest is not None:
