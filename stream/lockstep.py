@@ -11,7 +11,11 @@ ahead of the others, stream/pacing.py; the drain resumes it once the polls come 
 
 Nothing waits forever: ``flush`` and ``poll`` give up after ``wait_s`` without progress and raise
 :class:`KafkaUnavailable` naming the broker and what is missing, so a stuck consumer fails the run in
-seconds instead of returning empty polls (and a demo that stored nothing) for minutes.
+seconds instead of returning empty polls (and a demo that stored nothing) for minutes. Before that, a
+poll that has had nothing for ``REFETCH_S`` while records are unread asks for them again once: it
+resumes their partitions and seeks each to where it stands, which drops whatever kafka-python holds of
+them (a parked or lost fetch: on a loaded machine its fetcher was seen to stop fetching some
+partitions for good, issue 7).
 
 Use: ``run_demo(..., bus=demo_bus(bootstrap))`` and ``close()`` the bus afterwards.
 """
@@ -32,6 +36,7 @@ from fabricwatch.stream.kafka import KafkaBus, KafkaUnavailable
 WAIT_S = 30.0  # flush, subscribe and poll give up after this long without progress
 POLL_SLICE_S = 0.05  # one consumer poll inside a lock-step poll
 POSITION_TIMEOUT_MS = 1_000
+REFETCH_S = 5.0  # no record for this long while some are unread: fetch them again from their positions, once
 
 
 class LockstepKafkaBus(KafkaBus):
@@ -88,6 +93,7 @@ class LockstepKafkaBus(KafkaBus):
         started = time.monotonic()
         if not self.awaited():  # all of this run's records are back: stop here, even if others keep coming
             return []
+        refetched = False
         while True:
             records = super().poll(max_records=max_records, timeout_s=max(timeout_s, POLL_SLICE_S))
             if records:
@@ -96,12 +102,33 @@ class LockstepKafkaBus(KafkaBus):
             if not unread:
                 return []
             idle = time.monotonic() - started
+            if idle > REFETCH_S and not refetched:
+                refetched = True
+                self._refetch(unread)
             if idle > self.wait_s:
                 where = ", ".join(f"{t}[{p}]" for t, p in sorted(unread)[:3]) + (" …" if len(unread) > 3 else "")
                 raise KafkaUnavailable(
                     f"no record from broker {self.bootstrap} for {idle:.0f} s while {sum(unread.values())} "
                     f"acknowledged records are unread ({where}){self._lost_logs(unread)}"
                 )
+
+    def _refetch(self, unread: dict[TopicPartition, int]) -> None:
+        """Fetch these partitions again from where they stand (module docstring): resume them (which
+        drops records kafka-python parked) and seek each to its position. Partitions still waiting for
+        their assignment hook are left to it."""
+        settling = getattr(self.receiver, "_to_settle", set())
+        mine = [tp for tp in sorted(unread) if tp in self.assignment() and tp not in settling]
+        if not mine:
+            return
+        consumer = self._need_consumer()
+        try:
+            self.receiver.resume(mine)
+            for tp in mine:
+                position = consumer.position(KafkaTP(*tp), timeout_ms=POSITION_TIMEOUT_MS)
+                if position is not None:
+                    consumer.seek(KafkaTP(*tp), position)
+        except (kerr.KafkaError, AssertionError, ValueError):  # the next polls, and wait_s, decide
+            return
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         partitions = list(partitions)

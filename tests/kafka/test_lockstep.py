@@ -71,6 +71,31 @@ def test_a_poll_that_gets_nothing_fails_naming_the_broker(kafka) -> None:
         bus.close()
 
 
+def test_a_consumer_that_stopped_fetching_is_asked_again_once_before_the_limit(kafka) -> None:
+    """kafka-python was seen to stop fetching some partitions for good on a loaded machine (issue 7;
+    a fresh-clone CI's demo through Kafka). Here the client keeps a pause the bus never asked for: after
+    REFETCH_S without a record the poll resumes the awaited partitions and seeks them where they stand,
+    and every record comes back within the limit instead of failing at it."""
+    from fabricwatch.stream.lockstep import REFETCH_S
+
+    bus = LockstepKafkaBus(kafka.bootstrap, partitions=kafka.partitions, wait_s=REFETCH_S + 20.0)
+    try:
+        bus.subscribe([topic_of("gpu")])
+        consumer = bus._need_consumer()
+        consumer.pause(*(KafkaTP(topic_of("gpu"), p) for p in range(kafka.partitions)))  # stuck, unasked
+        produced = gpu_records(40)
+        bus.produce(produced)
+        bus.flush()
+        started = time.monotonic()
+        got = []
+        while records := bus.poll(max_records=100, timeout_s=0.0):
+            got += records
+        assert REFETCH_S <= time.monotonic() - started < REFETCH_S + 20.0
+        assert sorted(r.value for r in got) == sorted(r.value for r in produced)
+    finally:
+        bus.close()
+
+
 def test_a_partition_its_caller_paused_is_not_waited_for(kafka) -> None:
     """The pacer pauses a partition read ahead of the others and resumes it only after an empty poll
     (stream/pacing.drain): a poll that waited for its records failed a healthy demo after wait_s."""
