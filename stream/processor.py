@@ -14,8 +14,9 @@ and a silent source holds it back for ``lateness_s`` at most. A virtual clock is
 ``T + grace_s`` before the tick, which is when a live processor would have run it; that makes
 replayed ``detected_at`` exact and repeatable.
 
-Rows are stored as their sources stamped them (forensic SQL sees the raw ``ts``); the windows that
-detection reads have each source's significant clock offset taken out.
+Rows are stored and buffered as their sources stamped them (forensic SQL sees the raw ``ts``); the
+windows that detection reads have each source's significant clock offset, as estimated when the
+window is cut, taken out of all its rows (stream/window.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,7 +42,7 @@ from fabricwatch.stream.bus import Record
 from fabricwatch.stream.metrics import PipelineMetrics
 from fabricwatch.stream.sources import SourceClocks
 from fabricwatch.stream.store import Store
-from fabricwatch.stream.window import WindowBuffer
+from fabricwatch.stream.window import WindowBuffer, corrected, shifts_of
 from fabricwatch.topology import Topology
 
 log = logging.getLogger("fabricwatch.processor")
@@ -113,7 +113,8 @@ class Processor:
         self.grace_s = grace_s
         self.on_incident = on_incident
         self.buffer = WindowBuffer(topology)
-        self.clocks = SourceClocks(lateness_s)
+        # clock corrections finer than a tick are not made: see stream/sources.py
+        self.clocks = SourceClocks(lateness_s, engine.every_s if engine is not None else 0.0)
         self.next_offsets: dict[tuple[str, int], int] = dict(store.offsets())
         self.watermark: float | None = None  # the watermark over sources (stream/sources.py)
         self.newest: float | None = None  # the newest corrected ts seen
@@ -250,12 +251,12 @@ class Processor:
         result.deadletters += deadletters
         for d in deadletters:
             self.metrics.deadlettered.labels(d.code).inc()
-        corrections = self.clocks.corrections()
+        shifts = shifts_of(self.clocks.corrections())
         for kind, table in tables.items():
             self.metrics.stored_rows.labels(kind).inc(table.num_rows)
-            table = _corrected(table, corrections)
             if self.engine is not None:  # only detection reads windows; ingest-only keeps nothing
-                self.buffer.add(kind, table)
+                self.buffer.add(kind, table)  # as stamped: corrections are taken out at each cut
+            table = corrected(table, shifts)
             if table.num_rows:
                 span = pc.min_max(table.column("ts").cast(pa.int64()))
                 oldest, newest = span["min"].as_py() / 1e6, span["max"].as_py() / 1e6
@@ -464,22 +465,6 @@ class Processor:
             except Exception:
                 self.metrics.errors.labels("publish").inc()
                 log.exception("publishing incident %s failed", incident.id)
-
-
-def _corrected(table: pa.Table, corrections: dict[str, float]) -> pa.Table:
-    """The table with each corrected source's clock offset taken out of ``ts`` (µs timestamps)."""
-    if not corrections or table.num_rows == 0:
-        return table
-    sources = table.column("source")
-    names = sorted(corrections)
-    hit = pc.is_in(sources, value_set=pa.array(names))
-    if not pc.any(hit).as_py():
-        return table
-    index = pc.fill_null(pc.index_in(sources, value_set=pa.array(names)), -1).to_numpy(zero_copy_only=False)
-    shift = np.array([round(corrections[n] * 1e6) for n in names] + [0], dtype=np.int64)[index]
-    ts_type = table.schema.field("ts").type
-    ts = table.column("ts").cast(pa.int64()).to_numpy() - shift
-    return table.set_column(table.schema.get_field_index("ts"), "ts", pa.array(ts, pa.int64()).cast(ts_type))
 
 
 def _deadletter(r: Record, exc: SchemaError) -> DeadLetter:

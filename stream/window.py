@@ -9,6 +9,14 @@ Consecutive windows overlap by most of their span (a 60 s window every 10 s), so
 last cut, sorted: the next one is that cut's tail from the new start, merged with the rows that came
 since (or were beyond its end), which are the only rows sorted again. Sorting every row once rather
 than once per window it falls in is most of a tick's window cost at 2,048 GPUs (bench/scale.py).
+
+Rows are kept as their sources stamped them; each source's clock correction (stream/sources.py) is
+taken out when a window is cut, so every row of a source moves with its current correction and its
+rows keep their order whatever the estimate does. Taken out as rows arrived, a correction that
+changed put the source's later rows before its earlier ones (the rows from before a fast clock was
+first corrected stayed a minute ahead and came back into the windows among the corrected ones: a
+link that went down once read as a flap). A kind's last cut is reused only under the same
+corrections; a change cuts it afresh.
 """
 
 from __future__ import annotations
@@ -46,6 +54,26 @@ def _in_range(table: pa.Table, lo: int, hi: int) -> pa.Table:
     return table.filter(pc.and_(pc.greater_equal(ts, lo), pc.less_equal(ts, hi)))
 
 
+def corrected(table: pa.Table, shifts: dict[str, int]) -> pa.Table:
+    """The table with each corrected source's clock offset (µs, ``shifts``) taken out of ``ts``."""
+    if not shifts or table.num_rows == 0:
+        return table
+    names = pa.array(sorted(shifts))
+    index = pc.index_in(table.column("source"), value_set=names)
+    if index.null_count == len(index):
+        return table
+    index = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
+    shift = np.array([shifts[n] for n in names.to_pylist()] + [0], dtype=np.int64)[index]
+    ts_type = table.schema.field("ts").type
+    ts = table.column("ts").cast(pa.int64()).to_numpy() - shift
+    return table.set_column(table.schema.get_field_index("ts"), "ts", pa.array(ts, pa.int64()).cast(ts_type))
+
+
+def shifts_of(corrections: dict[str, float] | None) -> dict[str, int]:
+    """Clock corrections (seconds a source is ahead) as µs to take out of its ``ts``."""
+    return {name: round(offset * 1e6) for name, offset in (corrections or {}).items() if offset}
+
+
 def _sorted(table: pa.Table) -> pa.Table:
     """Stably sorted by ts (ties keep their order); no copy when it already is."""
     ts = _ts(table)
@@ -68,13 +96,15 @@ def _merge(kept: pa.Table, incoming: pa.Table) -> pa.Table:
 
 @dataclass
 class _Cut:
-    """A kind's last window: its bounds (µs), its rows sorted, and the rows seen then but beyond its end."""
+    """A kind's last window: its bounds (µs), its rows sorted, and the rows seen then but beyond its end,
+    all under the clock corrections it was cut with."""
 
     lo: int
     hi: int
     rows: pa.Table
     beyond: pa.Table | None
     seen: int  # chunks added before it was cut
+    shifts: dict[str, int]
 
 
 class WindowBuffer:
@@ -86,7 +116,8 @@ class WindowBuffer:
         self._added: dict[str, int] = dict.fromkeys(KINDS, 0)  # chunks ever added, per kind
         self._cuts: dict[str, _Cut] = {}
         self._modules: pa.Table | None = None
-        self._modules_frame: pd.DataFrame | None = None
+        self._modules_frame: tuple[dict[str, int], pd.DataFrame] | None = None
+        self._ahead = 0  # µs: the most a correction has moved a row later (a slow clock), for eviction
 
     def add(self, kind: str, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -104,45 +135,59 @@ class WindowBuffer:
             self._modules_frame = None
 
     def evict(self, before: float) -> None:
-        """Drop chunks whose newest row is older than ``before`` (epoch seconds)."""
-        limit = round(before * 1e6)
+        """Drop chunks whose newest row is older than ``before`` (epoch seconds), as corrected: a slow
+        clock's rows are kept for as long as its correction moves them later."""
+        limit = round(before * 1e6) - self._ahead
         for chunks in self._chunks.values():
             while chunks and chunks[0][0] < limit:
                 chunks.popleft()
 
-    def frame(self, kind: str, start: float, end: float) -> pd.DataFrame:
-        table = self._cut(kind, round(start * 1e6), round(end * 1e6))
+    def frame(self, kind: str, start: float, end: float, shifts: dict[str, int] | None = None) -> pd.DataFrame:
+        table = self._cut(kind, round(start * 1e6), round(end * 1e6), shifts or {})
         if table.num_rows == 0:
             return empty_frame(kind)
         return _ts_seconds(table).to_pandas()
 
-    def _cut(self, kind: str, lo: int, hi: int) -> pa.Table:
-        """The rows with lo ≤ ts ≤ hi, stably sorted by ts: from the last cut where the window moved
-        forward, else from every chunk."""
+    def _cut(self, kind: str, lo: int, hi: int, shifts: dict[str, int]) -> pa.Table:
+        """The rows with lo ≤ ts ≤ hi once ``shifts`` are taken out, stably sorted by ts: from the last
+        cut where the window moved forward under the same corrections, else from every chunk."""
         chunks, added, last = self._chunks[kind], self._added[kind], self._cuts.get(kind)
-        if last is not None and lo >= last.lo and hi >= last.hi and added - last.seen <= len(chunks):
-            new = [t for _, t in list(chunks)[len(chunks) - (added - last.seen) :]]
+        if (
+            last is not None
+            and lo >= last.lo
+            and hi >= last.hi
+            and added - last.seen <= len(chunks)
+            and last.shifts == shifts
+        ):
+            new = [corrected(t, shifts) for _, t in list(chunks)[len(chunks) - (added - last.seen) :]]
             kept = last.rows.slice(int(np.searchsorted(_ts(last.rows), lo)))
             fresh = ([last.beyond] if last.beyond is not None else []) + new
             table = pa.concat_tables(fresh) if fresh else None
             rows = kept if table is None else _merge(kept, _sorted(_in_range(table, lo, hi)))
         else:
-            tables = [t for newest, t in chunks if newest >= lo]
+            # a chunk's rows move later by at most the most negative correction (a slow clock)
+            ahead = max(0, -min(shifts.values(), default=0))
+            tables = [t for newest, t in chunks if newest + ahead >= lo]
             if not tables:
                 self._cuts.pop(kind, None)
                 return table_schema(kind).empty_table()
-            table = pa.concat_tables(tables)
+            table = corrected(pa.concat_tables(tables), shifts)
             rows = _sorted(_in_range(table, lo, hi))
         beyond = None if table is None else table.filter(pc.greater(table.column("ts").cast(pa.int64()), hi))
-        self._cuts[kind] = _Cut(lo, hi, rows, beyond if beyond is not None and beyond.num_rows else None, added)
+        beyond = beyond if beyond is not None and beyond.num_rows else None
+        self._cuts[kind] = _Cut(lo, hi, rows, beyond, added, shifts)
         return rows
 
-    def modules(self) -> pd.DataFrame:
-        if self._modules_frame is None:
-            self._modules_frame = (
-                empty_frame("module") if self._modules is None else _ts_seconds(self._modules).to_pandas()
+    def modules(self, shifts: dict[str, int] | None = None) -> pd.DataFrame:
+        shifts = shifts or {}
+        if self._modules_frame is None or self._modules_frame[0] != shifts:
+            frame = (
+                empty_frame("module")
+                if self._modules is None
+                else _ts_seconds(corrected(self._modules, shifts)).to_pandas()
             )
-        return self._modules_frame
+            self._modules_frame = (shifts, frame)
+        return self._modules_frame[1]
 
     def window(
         self,
@@ -151,10 +196,15 @@ class WindowBuffer:
         source_offsets: dict[str, float] | None = None,
         kinds: Collection[str] | None = None,
     ) -> Window:
-        """The window ``[start, end]``; with ``kinds``, only those are cut (a step tick's detectors read
-        three kinds), the others are empty frames and keep their last cut for the next window."""
+        """The window ``[start, end]`` of telemetry time, each source's clock correction
+        (``source_offsets``: seconds it is ahead) taken out of its rows; with ``kinds``, only those are
+        cut (a step tick's detectors read three kinds), the others are empty frames and keep their
+        last cut for the next window."""
+        shifts = shifts_of(source_offsets)
+        self._ahead = max(self._ahead, -min(shifts.values(), default=0))
         frames = {
-            kind: self.frame(kind, start, end) if kinds is None or kind in kinds else empty_frame(kind)
+            kind: self.frame(kind, start, end, shifts) if kinds is None or kind in kinds else empty_frame(kind)
             for kind in KINDS
         }
-        return Window(start, end, frames, self.modules(), self.topology, source_offsets=dict(source_offsets or {}))
+        modules = self.modules(shifts)
+        return Window(start, end, frames, modules, self.topology, source_offsets=dict(source_offsets or {}))

@@ -75,3 +75,26 @@ def test_incremental_cut_matches_a_cut_from_scratch(seed: int, monkeypatch: pyte
         while kept and kept[0][0] < round(before * 1e6):  # eviction stops at the first recent chunk
             kept.pop(0)
     assert len(merges) >= 20  # most cuts were incremental: the comparison above tested them
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cuts_under_changing_clock_corrections_match_a_cut_from_scratch(seed: int) -> None:
+    """Each source's correction is taken out of all its rows at each cut: a change moves the rows that
+    were already buffered too, in their order (a correction taken out as rows arrived left the rows
+    from before it a minute ahead of the later ones). A cut under other corrections is made afresh."""
+    rng = np.random.default_rng(100 + seed)
+    buffer = WindowBuffer(generate(16, 4, 8))
+    chunks: list[pa.Table] = []
+    now, span, corrections = 1_000.0, 60.0, {}
+    for tick in range(40):
+        for _ in range(int(rng.integers(1, 4))):
+            now += float(rng.uniform(0.5, 4.0))
+            chunks.append(chunk(rng, now, len(chunks)))
+            buffer.add("switch", chunks[-1])
+        if tick % 5 == 4:  # leaf1's clock is found 45 s fast, then 12 s slow, then right
+            corrections = {"leaf1": float(rng.choice([45.0, -12.0, 0.0]))}
+        shifts = window_module.shifts_of(corrections)
+        got = buffer.window(now - span, now, corrections, kinds={"switch"}).frames["switch"]
+        moved = [window_module.corrected(t, shifts) for t in chunks]
+        want = from_scratch(moved, now - span, now)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
