@@ -6,7 +6,7 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
 
 * Offset. When a message arrives, the reference time is where the other live sources' clocks agree
   (Marzullo's intersection, the selection step of NTP, RFC 5905 §11.2.1). Each source with a known
-  cadence whose clock reads right (its estimate within its resolution, below) says that now lies
+  cadence whose clock reads right (its estimate within its own scrape interval) says that now lies
   between its latest ``ts`` and that stamp plus its cadence, as its next scrape has not arrived yet;
   the reference is the middle of the narrowest span that most of those intervals share, so a minority
   of skewed sources cannot move it. The median of the latest stamps, used before, stalled between the
@@ -22,8 +22,11 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
   - A source is not measured while no other is live (against itself it reads its own gap plus its own
     correction), nor while no majority agrees (two sources a minute apart: nothing tells which is
     right); its offset stays.
-  - The offset is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), less
-    the same median of the median source (the reference lags a message by its arrival phase).
+  - The offset is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference),
+    reported from :data:`MIN_SAMPLES` on. The middle of the agreed span is as likely early as late,
+    so no bias is taken out (the median source's own estimate was, when the reference was the median
+    of stamps that lag; in a small fleet that source is a switch whose polls are stamped seconds
+    late, and it added 3 to 10 s to a host 60 s fast).
   - Resolution: a sample is good to about the source's own scrape interval (its stamp's phase) or the
     width of the span the others agree on, whichever is larger (medians over its samples), and never
     finer than detection's tick (``min_resolution_s``): a clock off by less moves its rows by at most a
@@ -31,12 +34,14 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
   - An estimate is applied only when it exceeds two resolutions; below that, ``ts`` is trusted. (The
     bound was two of the fleet's median intervals: 60 s in a small fleet whose median source is a
     switch scraped every 30 s, exactly the skew of a host 60 s fast.)
-  - Hysteresis: an applied offset is dropped only when the estimate falls under half that bound, and
-    changed only when the estimate leaves it by more than half that bound, as arrival order cannot
-    tell smaller moves from noise. The processor takes a source's applied offset out of all its
-    buffered rows when it cuts a window (stream/window.py), so a change moves every row of the source
-    together and their order holds; but its detectors then see its events move, once or twice (a host
-    8 s fast, corrected at 10 s and then not, read one link-down as a flap), so changes must be rare.
+  - Hysteresis: the applied offset changes only on a full set of samples that agree to half that
+    bound; it is then dropped only when the estimate falls under half the bound, and moved only when
+    the estimate leaves it by more than half the bound, as arrival order cannot tell smaller moves
+    from noise. The processor takes a source's applied offset out of all its buffered rows when it
+    cuts a window (stream/window.py), so a change moves every row of the source together and their
+    order holds; but its detectors then see its events move, once or twice (a host 8 s fast, corrected
+    at 10 s and then not, read one link-down as a flap; a host 60 s fast, corrected by 72 s on its
+    first samples and by 59 s a minute later, read one link-down twice), so changes must be rare.
   - The estimate is exported (``offsets``) for ``fabricwatch_source_clock_offset_seconds``.
 * Cadence. The median gap between the source's distinct ``ts`` (per kind; the source's fastest kind,
   module messages excluded, as they are sent on change and every few minutes).
@@ -76,17 +81,13 @@ class SourceState:
     last_raw: dict[str, float] = field(default_factory=dict)  # kind -> newest raw ts
     gaps: dict[str, deque[float]] = field(default_factory=dict)  # kind -> recent gaps between distinct ts
     offset: float = 0.0  # applied correction (0 until significant)
-    raw: float = 0.0  # median of (ts - reference) at arrival: biased by the arrival phase
-    estimate: float = 0.0  # raw less the median source's raw: the offset, exported whether applied or not
+    estimate: float = 0.0  # median of (ts - reference) at arrival: the offset, exported whether applied or not
     latest: float | None = None  # newest corrected ts over every kind
     cadence: float | None = None  # the fastest kind's median gap (None: fewer than two distinct ts)
     cadences: dict[str, float] = field(default_factory=dict)  # kind -> its median gap
     newest: float = 0.0  # newest raw ts over its kinds, modules aside (modules only: theirs)
     promises: dict[str, tuple[float, str, str]] = field(default_factory=dict)  # kind -> its watermark entry
     span: tuple[float, float] | None = None  # its entry among the intervals: (latest, latest + cadence)
-
-    def interval(self) -> float | None:
-        return self.cadence
 
     def resolution(self, floor: float) -> float:
         """How finely its samples can place its clock, never finer than ``floor`` (module docstring);
@@ -130,11 +131,9 @@ class SourceClocks:
         # starts and the ends, each sorted, for Marzullo's intersection (_agreement)
         self._starts: list[float] = []
         self._ends: list[float] = []
-        self._fleet: float = 0.0
         self._wm: float | None = None
         self._wm_holder: str | None = None  # the source holding the watermark back
         self._wm_stale = True
-        self._bias: float = 0.0  # the median source's raw estimate: how far arrival order lags the stamps
         self._observed = 0
         # every stream's (promise, source, kind), sorted: the watermark is the first at or past the
         # reference less the lateness, found by bisection rather than a pass over every stream
@@ -215,7 +214,7 @@ class SourceClocks:
             state.samples.append(ts - agreed[0])
             state.widths.append(agreed[1])
             if len(state.samples) >= MIN_SAMPLES:
-                state.raw = _median(state.samples)
+                state.estimate = _median(state.samples)
         prev = state.last_raw.get(kind)
         moved = prev is None or ts > prev
         if moved:
@@ -228,14 +227,9 @@ class SourceClocks:
         self._observed += 1
         if source == self._wm_holder or self._wm_holder is None or self._observed % max(16, len(self.sources)) == 0:
             self._wm_stale = True
-        # changes slowly: now and then, and until the first cadence is known, at each new scrape
-        if (moved and not self._fleet) or self._observed % max(16, len(self.sources)) == 0:
-            self._fleet = self._count_fleet()
-            estimates = [s.raw for s in self.sources.values() if len(s.samples) >= MIN_SAMPLES]
-            self._bias = statistics.median(estimates) if estimates else 0.0
         offset = state.offset
         self._settle(state)
-        if state.cadence is not None and abs(state.estimate) <= state.resolution(0.0):  # else no reference
+        if state.cadence is not None and abs(state.estimate) <= state.cadence:  # else no reference
             self._span(state)
         if moved or state.offset != offset:
             self._repromise(source, state)
@@ -243,17 +237,17 @@ class SourceClocks:
     def _settle(self, state: SourceState) -> None:
         """Apply the estimate when it is larger than arrival order can resolve, with hysteresis (see
         the module docstring); update ``latest``."""
-        if len(state.samples) >= MIN_SAMPLES:
-            state.estimate = state.raw - self._bias
-        bound, estimate = 2.0 * state.resolution(self.min_resolution_s), state.estimate
+        bound, estimate, samples = 2.0 * state.resolution(self.min_resolution_s), state.estimate, state.samples
         if not bound:
             state.offset = 0.0
-        elif not state.offset:
-            state.offset = estimate if abs(estimate) > bound else 0.0
-        elif abs(estimate) < bound / 2:
-            state.offset = 0.0
-        elif abs(estimate - state.offset) > bound / 2:
-            state.offset = estimate
+        # the correction changes only on a full set of samples that agree (to half the bound)
+        elif len(samples) == OFFSET_SAMPLES and max(samples) - min(samples) <= bound / 2:
+            if not state.offset:
+                state.offset = estimate if abs(estimate) > bound else 0.0
+            elif abs(estimate) < bound / 2:
+                state.offset = 0.0
+            elif abs(estimate - state.offset) > bound / 2:
+                state.offset = estimate
         latest = state.newest - state.offset
         if latest != state.latest:
             if state.latest is not None:
@@ -304,10 +298,6 @@ class SourceClocks:
                 del self._promises[bisect.bisect_left(self._promises, old)]
             bisect.insort(self._promises, entry)
             state.promises[kind] = entry
-
-    def _count_fleet(self) -> float:
-        intervals = [i for s in self.sources.values() if (i := s.interval()) is not None]
-        return statistics.median(intervals) if intervals else 0.0
 
     def slowest_cadence(self) -> float:
         """The longest scrape interval of any stream (source and kind), modules aside; 0 until known."""
