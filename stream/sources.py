@@ -22,8 +22,9 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
   - A source is not measured while no other is live (against itself it reads its own gap plus its own
     correction), nor while no majority agrees (two sources a minute apart: nothing tells which is
     right); its offset stays.
-  - The offset is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference),
-    reported from :data:`MIN_SAMPLES` on. The middle of the agreed span is as likely early as late,
+  - The offset is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), one
+    per scrape (its first message: the others of a scrape only repeat its phase, and measuring them
+    doubled this bookkeeping's cost), reported from :data:`MIN_SAMPLES` on. The middle of the agreed span is as likely early as late,
     so no bias is taken out (the median source's own estimate was, when the reference was the median
     of stamps that lag; in a small fleet that source is a switch whose polls are stamped seconds
     late, and it added 3 to 10 s to a host 60 s fast).
@@ -64,7 +65,7 @@ from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-OFFSET_SAMPLES = 9  # median of the last 9 arrivals: one late or early stamp (jitter) cannot move it
+OFFSET_SAMPLES = 9  # median of the last 9 scrapes: one late or early stamp (jitter) cannot move it
 MIN_SAMPLES = 3  # a source's offset is not judged on fewer arrivals than this
 # Marzullo's search tries up to this many intervals left out before it gives up (and the source is not
 # measured at that arrival): a bound on its cost, O(n²) in what it leaves out. Beyond it, more than 16
@@ -207,14 +208,17 @@ class SourceClocks:
         if state is None:
             state = self.sources[source] = SourceState()
             self._wm_stale = True
-        own = state.span
-        self._unspan(state)
-        agreed = self._reference_for(state, own)
-        if agreed is not None and kind not in NO_CADENCE_KINDS:
-            state.samples.append(ts - agreed[0])
-            state.widths.append(agreed[1])
-            if len(state.samples) >= MIN_SAMPLES:
-                state.estimate = _median(state.samples)
+        # a new scrape is measured; its other messages (kinds) only repeat its phase
+        scrape = kind not in NO_CADENCE_KINDS and ts > state.newest
+        if scrape:
+            own = state.span
+            self._unspan(state)
+            agreed = self._reference_for(state, own)
+            if agreed is not None:
+                state.samples.append(ts - agreed[0])
+                state.widths.append(agreed[1])
+                if len(state.samples) >= MIN_SAMPLES:
+                    state.estimate = _median(state.samples)
         prev = state.last_raw.get(kind)
         moved = prev is None or ts > prev
         if moved:
@@ -229,7 +233,7 @@ class SourceClocks:
             self._wm_stale = True
         offset = state.offset
         self._settle(state)
-        if state.cadence is not None and abs(state.estimate) <= state.cadence:  # else no reference
+        if scrape and state.cadence is not None and abs(state.estimate) <= state.cadence:  # else no reference
             self._span(state)
         if moved or state.offset != offset:
             self._repromise(source, state)
