@@ -66,7 +66,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 OFFSET_SAMPLES = 9  # median of the last 9 scrapes: one late or early stamp (jitter) cannot move it
-MIN_SAMPLES = 3  # a source's offset is not judged on fewer arrivals than this
+MIN_SAMPLES = 3  # a source's offset is not reported on fewer scrapes than this
 # Marzullo's search tries up to this many intervals left out before it gives up (and the source is not
 # measured at that arrival): a bound on its cost, O(n²) in what it leaves out. Beyond it, more than 16
 # of the fleet's sources disagree with the rest at once, and no reference is worth a sample then.
