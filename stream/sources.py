@@ -24,10 +24,10 @@ every tick ahead of the other sources' data and blinds it. So, per source, in ar
     right); its offset stays.
   - The offset is the median of the source's last :data:`OFFSET_SAMPLES` (``ts`` − reference), one
     per scrape (its first message: the others of a scrape only repeat its phase, and measuring them
-    doubled this bookkeeping's cost), reported from :data:`MIN_SAMPLES` on. The middle of the agreed span is as likely early as late,
-    so no bias is taken out (the median source's own estimate was, when the reference was the median
-    of stamps that lag; in a small fleet that source is a switch whose polls are stamped seconds
-    late, and it added 3 to 10 s to a host 60 s fast).
+    doubled this bookkeeping's cost), reported from :data:`MIN_SAMPLES` on. The middle of the agreed
+    span is as likely early as late, so no bias is taken out (the median source's own estimate was,
+    when the reference was the median of stamps that lag; in a small fleet that source is a switch
+    whose polls are stamped seconds late, and it added 3 to 10 s to a host 60 s fast).
   - Resolution: a sample is good to about the source's own scrape interval (its stamp's phase) or the
     width of the span the others agree on, whichever is larger (medians over its samples), and never
     finer than detection's tick (``min_resolution_s``): a clock off by less moves its rows by at most a
