@@ -118,6 +118,11 @@ def vary_faults(faults: list[dict[str, Any]], duration: float, rng: random.Rando
     return notes
 
 
+def in_the_mix(pathologies: object) -> bool:
+    """Whether a scenario's ``pathologies`` already hold the realistic mix (alone, or in a list)."""
+    return pathologies == "realistic" or (isinstance(pathologies, list) and "realistic" in pathologies)
+
+
 def variant(source: Path, out: Path, seed_offset: int, move: bool, mix: bool = False, vary: bool = False) -> int:
     """Write the variant of every simulated scenario of ``source`` into ``out``; returns how many."""
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +142,7 @@ def variant(source: Path, out: Path, seed_offset: int, move: bool, mix: bool = F
             rng = random.Random(f"{path.name}:{seed_offset}:vary")
             notes = vary_faults(data["faults"], float(data.get("duration", 300)), rng)
             data["description"] = f"{data.get('description', '')} [varied: {', '.join(notes)}]"
-        if mix and data.get("faults") and data.get("pathologies") != "realistic":
+        if mix and data.get("faults") and not in_the_mix(data.get("pathologies")):
             own = data.get("pathologies") or []  # a scenario's own pathologies stay, inside the mix
             data["pathologies"] = ["realistic", *own] if own else "realistic"
             data["description"] = f"{data.get('description', '')} [in the realistic fleet mix]"
