@@ -74,6 +74,11 @@ def shifts_of(corrections: dict[str, float] | None) -> dict[str, int]:
     return {name: round(offset * 1e6) for name, offset in (corrections or {}).items() if offset}
 
 
+def moved_later(shifts: dict[str, int]) -> int:
+    """The most µs ``shifts`` move a row later (a slow clock's correction is negative), 0 if none."""
+    return max(0, -min(shifts.values(), default=0))
+
+
 def _sorted(table: pa.Table) -> pa.Table:
     """Stably sorted by ts (ties keep their order); no copy when it already is."""
     ts = _ts(table)
@@ -165,9 +170,8 @@ class WindowBuffer:
             table = pa.concat_tables(fresh) if fresh else None
             rows = kept if table is None else _merge(kept, _sorted(_in_range(table, lo, hi)))
         else:
-            # a chunk's rows move later by at most the most negative correction (a slow clock)
-            ahead = max(0, -min(shifts.values(), default=0))
-            tables = [t for newest, t in chunks if newest + ahead >= lo]
+            later = moved_later(shifts)  # a chunk's newest row, corrected, is at most this much later
+            tables = [t for newest, t in chunks if newest + later >= lo]
             if not tables:
                 self._cuts.pop(kind, None)
                 return table_schema(kind).empty_table()
@@ -201,7 +205,7 @@ class WindowBuffer:
         cut (a step tick's detectors read three kinds), the others are empty frames and keep their
         last cut for the next window."""
         shifts = shifts_of(source_offsets)
-        self._ahead = max(self._ahead, -min(shifts.values(), default=0))
+        self._ahead = max(self._ahead, moved_later(shifts))
         frames = {
             kind: self.frame(kind, start, end, shifts) if kinds is None or kind in kinds else empty_frame(kind)
             for kind in KINDS
