@@ -42,6 +42,12 @@ findings it explains, so a finding is folded into one diagnosis at most:
    errors with normal optical power → transceiver_fault (the port counting the worst errors); failed
    codewords alone, with the BER known (``ber_known``) and normal and no corruption, are error bursts
    as rule 5 reads them: no link problem (a BER the collector cannot read keeps them one).
+   Two faults on one link, one each way: where the cause found is one direction's (a laser, or light
+   lost on one way), the other direction's own evidence is a second diagnosis: its transmitter down
+   (another laser), its receiver's light down from a normal transmitter (the connector, that way), or
+   frames lost at its receiver under normal light (that transceiver). Its anchor is the link's, then
+   ``>`` and the port its direction enters, so it is an incident of its own; what covers the link
+   covers it too.
 6b. corruption (CRC / symbol errors below the 1 % loss rule) on a link no rule above explained or
    covered: transceiver_fault at the port counting them (errors with normal optical power, DESIGN §4);
    with optical evidence on the link, rule 6 has already folded it into its optical cause. A receive
@@ -126,6 +132,12 @@ ACTIONABLE = (
 # never an incident on their own (a warning is a finding, not a page).
 NOT_ALONE = frozenset({"path_loss_high", "rx_power_low_warn", "tx_power_low_warn"})
 ACTIONABLE = ACTIONABLE - NOT_ALONE
+# Rule 6's second problem on a link: what a direction's transmitter shows of itself (the rest of a
+# direction's evidence is at its receiver), and the frames lost that make a receiver's errors a fault
+# of their own (failed codewords alone may be bursts: rule 6's _bursts_only)
+TX_SIDE = TX_LOW | BIAS_UP | FORECAST | {"tx_dark"}
+LOST = {"corruption", "packet_loss", "ber_above_limit"}
+DIRECTION = ">"  # a second problem's anchor: the link's, then this, then the port its direction enters
 PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this far from their root
 
 # rule -> the symptoms it reads (as roots, or folded in as symptoms of its diagnosis)
@@ -519,6 +531,13 @@ class Correlator:
                 continue
             cause, entity, ident, roots = self._link_cause(anchor, ends, here)
             roots = pool.take(roots)
+            other = _other_direction(anchor, ends, here, cause, roots)
+            if other is not None:  # a second problem on the link, in the direction the first leaves alone
+                cause2, entity2, ident2, (tx, rx), roots2 = other
+                roots2 = pool.take(roots2)
+                facing = [f for f in here if (f.id, f.symptom in TX_SIDE) in ((tx, True), (rx, False))]
+                symptoms2 = pool.take(_without(facing, roots2))
+                out.append(Diagnosis(cause2, entity2, ident2, f"{anchor}{DIRECTION}{rx}", roots2, symptoms2))
             symptoms = pool.take(_without(here, roots))
             out.append(Diagnosis(cause, entity, ident, anchor, roots, symptoms))
         return out
@@ -672,6 +691,38 @@ def _path_loss(ends: list[str], here: list[Finding]) -> tuple[str, list[Finding]
     for rx, other in ((a, b), (b, a)):
         if low[rx] and not hint[other]:
             return "connector_contamination", low[rx]
+    return None
+
+
+def _other_direction(
+    anchor: str, ends: list[str], here: list[Finding], cause: str, roots: list[Finding]
+) -> tuple[str, str, str, tuple[str, str], list[Finding]] | None:
+    """Rule 6's second problem on one link: the first explains one direction (a fading transmitter's,
+    or the light lost on its way); the other direction's own evidence is another fault. Its
+    transmitter down is another laser (laser_degradation there); its receiver's light down, from a
+    transmitter reading normal, is light lost on that way too (connector_contamination, the link);
+    frames lost at its receiver with its light normal are that transceiver's (transceiver_fault), as
+    rules 6e and 6b read errors with normal light. A transceiver already found faulty (a dark lane)
+    gets no second problem: a dead module's other readings say nothing. Returns (cause, entity, id,
+    (tx, rx), roots), or None."""
+    if len(ends) != 2 or cause not in ("laser_degradation", "connector_contamination"):
+        return None
+    a, b = ends
+    # a laser's roots are at its transmitter, the light lost on the way at its receiver
+    first_tx = roots[0].id if cause == "laser_degradation" else (b if roots[0].id == a else a)
+    tx, rx = (b, a) if first_tx == a else (a, b)  # the other direction
+    on_tx = {f.symptom: f for f in here if f.id == tx}
+    on_rx = {f.symptom: f for f in here if f.id == rx}
+    tx_low = [on_tx[s] for s in sorted(TX_LOW - NOT_ALONE) if s in on_tx]
+    if tx_low:
+        return "laser_degradation", "port", tx, (tx, rx), tx_low + [on_tx[s] for s in sorted(BIAS_UP) if s in on_tx]
+    if any(s in on_tx for s in TX_LOW | {"tx_dark"}) or "loss_of_light" in on_rx:
+        return None
+    rx_low = [on_rx[s] for s in sorted(RX_LOW - NOT_ALONE) if s in on_rx]
+    if rx_low:
+        return "connector_contamination", *_link_location(anchor), (tx, rx), rx_low
+    if any(s in on_rx for s in LOST) and not any(s in on_rx for s in RX_LOW):
+        return "transceiver_fault", "port", rx, (tx, rx), [on_rx[s] for s in sorted(LOST | ERRORS) if s in on_rx]
     return None
 
 

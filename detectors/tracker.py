@@ -4,7 +4,9 @@
   every link or port cause, else the GPU, loop, switch or port), so the id survives refinement:
   contamination becoming fibre damage, or a laser found at one end, stays the same incident. A link's
   two types (link_down, link_degradation) share one key, ``link|<anchor>``: a link that reads down at
-  once and shows its dark lane a few scrapes later is one incident, whose cause is refined.
+  once and shows its dark lane a few scrapes later is one incident, whose cause is refined. A second
+  fault on a link, in the direction its first leaves alone, hangs on ``<link>><port>`` (correlate.py,
+  rule 6), its own incident.
 * Debounce: a diagnosis must be present on every tick for ``open_after_s`` before it opens (noise
   pages nobody), unless it rests on a step: a link whose state reads down, light lost (about
   -40 dBm), a dark lane, a collector silent for a minute. Those are not noisy judgements but
@@ -49,7 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 from fabricwatch.detectors.config import EngineConfig
-from fabricwatch.detectors.correlate import RANK, Diagnosis
+from fabricwatch.detectors.correlate import DIRECTION, RANK, Diagnosis
 from fabricwatch.incident import Incident
 
 # Findings that read a state rather than judge a level: link state 0 (link_state), light lost at
@@ -151,7 +153,7 @@ class IncidentTracker:
             a for i in self._open.values() if self._meta[i]["folded_into"] is None for a in self._meta[i]["covers"]
         }
         for key, d in seen.items():
-            if key in self._open or d.anchor in covered:
+            if key in self._open or base_anchor(d.anchor) in covered:
                 continue
             pending = self._pending.pop(key, None)  # a debounce the full ticks had started: it opens now
             since, first_seen = (pending[0], min(pending[1], d.first_seen)) if pending else (now, d.first_seen)
@@ -292,7 +294,7 @@ class IncidentTracker:
     def _fold(self, now: float, changed: set[str]) -> None:
         by_anchor: dict[str, list[str]] = {}
         for iid in sorted(self._open.values()):
-            by_anchor.setdefault(self._meta[iid]["anchor"], []).append(iid)
+            by_anchor.setdefault(base_anchor(self._meta[iid]["anchor"]), []).append(iid)
         for root in sorted(self._open.values()):
             if self._meta[root]["folded_into"] is not None:
                 continue
@@ -342,6 +344,12 @@ class IncidentTracker:
         self._open = dict(state.get("open", {}))
         self._pending = {k: [float(v[0]), float(v[1])] for k, v in state.get("pending", {}).items()}
         self._resolved = dict(state.get("resolved", {}))
+
+
+def base_anchor(anchor: str) -> str:
+    """The link a second problem on it hangs on (detectors/correlate.py, rule 6): what covers the
+    link (a switch, a hot GPU) covers both of its problems."""
+    return anchor.partition(DIRECTION)[0]
 
 
 def incident_key(d: Diagnosis) -> str:

@@ -310,6 +310,44 @@ ROWS = [
         {},
     ),
     (
+        "a laser fading at a, and light lost on the way from b's normal transmitter to a: two faults on one"
+        " link, one in each direction",
+        [f("tx_power_drop", FAB.a), f("rx_power_drop", FAB.b), f("rx_power_drop", FAB.a, score=2.0)],
+        {("laser_degradation", "port", FAB.a): 2, ("connector_contamination", "link", FAB.id): 1},
+    ),
+    (
+        "both transmitters fading: two lasers, each with the receiver it feeds",
+        [
+            f("tx_power_drop", FAB.a, score=3.0),
+            f("rx_power_drop", FAB.b),
+            f("tx_power_drop", FAB.b),
+            f("rx_power_drop", FAB.a),
+            f("bias_rise", FAB.b, severity="warning"),
+        ],
+        {("laser_degradation", "port", FAB.a): 2, ("laser_degradation", "port", FAB.b): 3},
+    ),
+    (
+        "light lost into b, frames corrupted into a under normal light: the connector and a's transceiver",
+        [f("rx_power_drop", FAB.b), f("corruption", FAB.a), f("fec_uncorrectable", FAB.a, severity="major")],
+        {("connector_contamination", "link", FAB.id): 1, ("transceiver_fault", "port", FAB.a): 2},
+    ),
+    (
+        "light lost into b and failed codewords alone at a: bursts say nothing of a second fault",
+        [f("rx_power_drop", FAB.b), burst(FAB.a)],
+        {("connector_contamination", "link", FAB.id): 2},
+    ),
+    (
+        "a laser fading at a, and a's receiver low while b's transmitter reads under its warning: b's"
+        " light is not known normal, so nothing says the way is at fault: the laser only",
+        [
+            f("tx_power_drop", FAB.a),
+            f("rx_power_drop", FAB.b),
+            f("tx_power_low_warn", FAB.b),
+            f("rx_power_drop", FAB.a),
+        ],
+        {("laser_degradation", "port", FAB.a): 4},
+    ),
+    (
         "two independent problems stay two",
         [f("rx_power_drop", HOST.b), f("gpu_xid", "node003/gpu0", entity="gpu", severity="critical", cause="gpu_xid")],
         {("connector_contamination", "link", HOST.id): 1, ("gpu_xid", "gpu", "node003/gpu0"): 1},
@@ -331,6 +369,16 @@ def test_incident_key_hangs_on_the_link_so_refinement_keeps_it() -> None:
     (laser,) = c.correlate([f("rx_power_drop", FAB.b), f("tx_power_drop", FAB.a)])
     assert (contamination.cause, laser.cause) == ("connector_contamination", "laser_degradation")
     assert contamination.key == laser.key == f"link_degradation|link:{FAB.id}"
+
+
+def test_a_second_problem_on_a_link_has_a_key_of_its_own_covered_with_the_link() -> None:
+    from fabricwatch.detectors.tracker import base_anchor, incident_key
+
+    findings = [f("tx_power_drop", FAB.a), f("rx_power_drop", FAB.b), f("rx_power_drop", FAB.a)]
+    laser, dirt = sorted(Correlator(TOPO).correlate(findings), key=lambda d: d.cause, reverse=True)
+    assert laser.anchor == f"link:{FAB.id}" and dirt.anchor == f"link:{FAB.id}>{FAB.a}"
+    assert incident_key(laser) != incident_key(dirt)
+    assert base_anchor(dirt.anchor) == base_anchor(laser.anchor) == f"link:{FAB.id}"
 
 
 def test_root_covers_the_anchors_it_explains() -> None:

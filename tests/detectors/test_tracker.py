@@ -125,6 +125,18 @@ def test_a_root_folds_an_incident_it_explains() -> None:
     assert [i.id for i in t.roots()] == ["inc-0002"]
 
 
+def test_a_root_over_a_link_folds_both_of_its_problems() -> None:
+    t = IncidentTracker()
+    laser = diag("laser_degradation", "port", "leaf1-0:p02", "link:L7")
+    dirt = diag("connector_contamination", "link", "L7", "link:L7>n2/gpu1:p0")  # the other way (correlate rule 6)
+    out = run(t, [(s, [laser, dirt]) for s in (0, 10, 20, 30)])
+    assert sorted(i["cause"] for i in out[3]) == ["connector_contamination", "laser_degradation"]
+    gpu = diag("npo_thermal_coupling", "gpu", "n2/gpu1", "gpu:n2/gpu1", severity="major", covers={"link:L7"})
+    run(t, [(s, [gpu]) for s in (40, 50, 60, 70)])
+    (root,) = t.roots()
+    assert root.cause == "npo_thermal_coupling" and root.symptoms == ["inc-0001", "inc-0002"]
+
+
 def test_ids_follow_key_order_within_a_tick() -> None:
     t = IncidentTracker()
     out = run(t, [(s, [OTHER, DIRTY]) for s in (0, 10, 20, 30)])
