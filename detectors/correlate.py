@@ -57,6 +57,13 @@ findings it explains, so a finding is folded into one diagnosis at most:
    says of a drop (issue 9: "a small one-direction dip that comes with new CRC errors points at the
    connector or fibre, not at the transceiver"). Dips are hints: claimed first, never folded elsewhere
    and never an incident alone.
+6w. warnings that independent sensors agree on, on a link nothing above diagnosed (a fault already
+   there when monitoring started: no baseline saw the link healthy). One module warning stays a
+   finding (its DOM may read ±3 dB off, SFF-8472); tx power under its warning with laser bias over its
+   warning on one lane (two sensors of one laser) is laser_degradation, both receivers of a link under
+   their warnings with both transmitters normal (two modules' calibrations) is fiber_damage; each at
+   severity warning, a ticket, keyed as the page would be. One receiver low alone (a dirty connector
+   present at start-up) is what one rx DOM's calibration error also gives: a finding only.
 7. pfc_storm / incast_hotspot (port): a storm source or a congested egress; every port pausing
    upstream is folded into the nearest of them (hops over the topology). Peer comparison
    (detectors/port_peers.py) decides what the absolute levels leave open: a congested port whose peers
@@ -137,6 +144,7 @@ ACTIONABLE = ACTIONABLE - NOT_ALONE
 # of their own (failed codewords alone may be bursts: rule 6's _bursts_only)
 TX_SIDE = TX_LOW | BIAS_UP | FORECAST | {"tx_dark"}
 LOST = {"corruption", "packet_loss", "ber_above_limit"}
+WARNINGS = {"tx_power_low_warn", "bias_high_warn", "rx_power_low_warn"}  # rule 6w reads them together
 DIRECTION = ">"  # a second problem's anchor: the link's, then this, then the port its direction enters
 PAUSE_HOPS = 4  # GPU - leaf - spine - leaf - GPU: pauses spread at most this far from their root
 
@@ -153,6 +161,7 @@ CONSUMES: dict[str, frozenset[str]] = {
     "corruption": frozenset({"corruption"} | DIPS),
     "pfc_storm/incast_hotspot": frozenset(TRAFFIC),
     "laser_degradation forecast": frozenset(FORECAST),
+    "corroborated warnings": frozenset(WARNINGS),
     "collector": frozenset({"collector_silent", "seq_gap"}),  # detectors/liveness.py
 }
 CONSUMED: frozenset[str] = frozenset().union(*CONSUMES.values())
@@ -171,6 +180,7 @@ class Diagnosis:
     roots: list[Finding]
     symptoms: list[Finding] = field(default_factory=list)
     covers: set[str] = field(default_factory=set)  # anchors of other problems this one explains
+    at_most: str | None = None  # the most severe it may be whatever its findings say (rule 6w: a ticket)
 
     @property
     def type(self) -> str:
@@ -196,6 +206,8 @@ class Diagnosis:
         worst = min(RANK.get(f.severity, len(RANK)) for f in self.findings)
         if self.cause == "link_down":
             worst = 0
+        if self.at_most is not None:
+            worst = max(worst, RANK[self.at_most])
         return SEVERITIES[min(worst, len(SEVERITIES) - 1)]
 
     @property
@@ -303,6 +315,7 @@ class Correlator:
         out += self._links(pool)
         out += self._corruption(pool, out, dips)
         out += self._forecasts(pool)
+        out += self._corroborated_warnings(pool, out)
         out += self._traffic(pool)
         for d in collector_diagnoses(pool):  # a silent source: its own incident, apart from the fabric
             onset = min(f.first_seen for f in d.roots)
@@ -623,6 +636,36 @@ class Correlator:
             out.append(Diagnosis("laser_degradation", "port", first.id, anchor, pool.take(by_link[anchor])))
         return out
 
+    def _corroborated_warnings(self, pool: _Pool, found: list[Diagnosis]) -> list[Diagnosis]:
+        """Rule 6w: warnings that independent sensors agree on, on a link nothing else diagnosed (a
+        fault present before any baseline was learnt: issue 9, "a fault present at start-up is still
+        found ... the module's own thresholds"). One module warning is a finding, never an incident:
+        its DOM may read ±3 dB off (SFF-8472). Two that one calibration error cannot make:
+
+        * tx power under its warning and laser bias over its warning on one lane: the monitor
+          photodiode and the drive current are separate sensors, and a laser driven harder for less
+          light is failing (laser_degradation at that transmitter);
+        * both receivers of a link under their warnings, both transmitters normal: two modules' own
+          calibrations do not both read low by chance (fiber_damage, the link).
+
+        Their severity is their findings', a warning: a ticket, not a page."""
+        taken = pool.claimed_anchors | {d.anchor for d in found} | {a for d in found for a in d.covers}
+        anchors = {self.link_anchor(f.id) for f in pool.free(entity="port", symptoms=WARNINGS)} - taken
+        out = []
+        for anchor in sorted(anchors):
+            ends = self._anchor_ends(anchor)
+            here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
+            on = {end: {f.symptom: f for f in here if f.id == end} for end in ends}
+            found_at = _laser_by_warnings(on) or _fibre_by_warnings(on)
+            if found_at is not None:
+                cause, entity, ident, roots = found_at
+                if entity == "link":
+                    entity, ident = _link_location(anchor)
+                roots = pool.take(roots)
+                rest = pool.take(_without(here, roots))
+                out.append(Diagnosis(cause, entity, ident, anchor, roots, rest, at_most="warning"))
+        return out
+
     def _traffic(self, pool: _Pool) -> list[Diagnosis]:
         shared = pool.free(entity="port", symptoms={"congestion_shared"})
         self.shared = sorted({f.id for f in shared})
@@ -724,6 +767,25 @@ def _other_direction(
     if any(s in on_rx for s in LOST) and not any(s in on_rx for s in RX_LOW):
         return "transceiver_fault", "port", rx, (tx, rx), [on_rx[s] for s in sorted(LOST | ERRORS) if s in on_rx]
     return None
+
+
+def _laser_by_warnings(on: dict[str, dict[str, Finding]]) -> tuple[str, str, str, list[Finding]] | None:
+    """Rule 6w: a transmitter whose tx power is under its warning and laser bias over its warning on
+    one lane."""
+    for end, symptoms in on.items():
+        tx, bias = symptoms.get("tx_power_low_warn"), symptoms.get("bias_high_warn")
+        if tx is not None and bias is not None and set(tx.attrs.get("lanes", ())) & set(bias.attrs.get("lanes", ())):
+            return "laser_degradation", "port", end, [tx, bias]
+    return None
+
+
+def _fibre_by_warnings(on: dict[str, dict[str, Finding]]) -> tuple[str, str, str, list[Finding]] | None:
+    """Rule 6w: both receivers of a link under their warnings, neither transmitter reading low."""
+    low = [symptoms.get("rx_power_low_warn") for symptoms in on.values()]
+    dim = TX_LOW | BIAS_UP | {"tx_dark", "loss_of_light"}
+    if len(on) != 2 or any(f is None for f in low) or any(s in symptoms for symptoms in on.values() for s in dim):
+        return None
+    return "fiber_damage", "link", "", [f for f in low if f is not None]
 
 
 def _without(findings: list[Finding], drop: list[Finding]) -> list[Finding]:

@@ -348,6 +348,44 @@ ROWS = [
         {("laser_degradation", "port", FAB.a): 4},
     ),
     (
+        "tx under its warning and bias over its warning on one lane: two sensors agree the laser fails"
+        " (a fault present before any baseline): a ticket at the transmitter",
+        [
+            f("tx_power_low_warn", FAB.a, severity="warning", lanes=(1,)),
+            f("bias_high_warn", FAB.a, severity="warning", lanes=(1, 2)),
+            f("rx_power_low_warn", FAB.b, severity="warning"),
+        ],
+        {("laser_degradation", "port", FAB.a): 3},
+    ),
+    (
+        "tx under its warning on one lane, bias over its warning on another: no one lane says both",
+        [
+            f("tx_power_low_warn", FAB.a, severity="warning", lanes=(1,)),
+            f("bias_high_warn", FAB.a, severity="warning", lanes=(2,)),
+        ],
+        {},
+    ),
+    (
+        "both receivers under their warnings, both transmitters normal: two modules' calibrations do not"
+        " both read low by chance: the fibre, a ticket",
+        [
+            f("rx_power_low_warn", FAB.a, severity="warning"),
+            f("rx_power_low_warn", FAB.b, severity="warning"),
+            f("path_loss_high", FAB.a, severity="warning"),
+        ],
+        {("fiber_damage", "link", FAB.id): 3},
+    ),
+    (
+        "both receivers under their warnings while one transmitter is under its own: the light may be the"
+        " transmitter's, and one warning says nothing of it: findings only",
+        [
+            f("rx_power_low_warn", FAB.a, severity="warning"),
+            f("rx_power_low_warn", FAB.b, severity="warning"),
+            f("tx_power_low_warn", FAB.b, severity="warning"),
+        ],
+        {},
+    ),
+    (
         "two independent problems stay two",
         [f("rx_power_drop", HOST.b), f("gpu_xid", "node003/gpu0", entity="gpu", severity="critical", cause="gpu_xid")],
         {("connector_contamination", "link", HOST.id): 1, ("gpu_xid", "gpu", "node003/gpu0"): 1},
@@ -379,6 +417,15 @@ def test_a_second_problem_on_a_link_has_a_key_of_its_own_covered_with_the_link()
     assert laser.anchor == f"link:{FAB.id}" and dirt.anchor == f"link:{FAB.id}>{FAB.a}"
     assert incident_key(laser) != incident_key(dirt)
     assert base_anchor(dirt.anchor) == base_anchor(laser.anchor) == f"link:{FAB.id}"
+
+
+def test_corroborated_warnings_make_a_ticket_never_a_page() -> None:
+    laser = [f("tx_power_low_warn", FAB.a, severity="minor"), f("bias_high_warn", FAB.a, severity="minor")]
+    fibre = [f("rx_power_low_warn", HOST.a, severity="minor"), f("rx_power_low_warn", HOST.b, severity="minor")]
+    found = {d.cause: d for d in Correlator(TOPO).correlate(laser + fibre)}
+    assert set(found) == {"laser_degradation", "fiber_damage"}
+    assert {d.severity for d in found.values()} == {"warning"}
+    assert found["laser_degradation"].key == f"link_degradation|link:{FAB.id}"  # the page's key, if it comes
 
 
 def test_root_covers_the_anchors_it_explains() -> None:
@@ -540,8 +587,9 @@ SMALL_ROWS = [
 @pytest.mark.parametrize(
     ("comment", "topo", "findings", "expected", "held"), SMALL_ROWS, ids=[r[0] for r in SMALL_ROWS]
 )
-def test_topology_roots(comment: str, topo: topology.Topology, findings: list[Finding], expected: dict,
-                        held: set[str]) -> None:  # fmt: skip
+def test_topology_roots(
+    comment: str, topo: topology.Topology, findings: list[Finding], expected: dict, held: set[str]
+) -> None:
     correlator = Correlator(topo)
     diagnoses = correlator.correlate(findings)
     assert {(d.cause, d.entity, d.id): len(d.findings) for d in diagnoses} == expected, comment
