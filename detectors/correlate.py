@@ -69,7 +69,8 @@ findings it explains, so a finding is folded into one diagnosis at most:
    (detectors/port_peers.py) decides what the absolute levels leave open: a congested port whose peers
    of the same role and load are as congested (``congestion_shared``: a load step, a bursty phase) is
    no hotspot, its congestion claimed and kept in :attr:`Correlator.shared`; a port congested against
-   its peers corroborates its hotspot, is folded into a nearer root (a victim), or, with no absolute
+   its peers corroborates its hotspot, is folded into a nearer hotspot (a victim; never into a storm,
+   whose victims receive its pauses and are left out of the comparison), or, with no absolute
    finding, is an incast_hotspot of its own at severity warning (a ticket before the page).
 
 8. collector_silent (collector): a source silent for a minute (detectors/liveness.py), apart from the
@@ -679,10 +680,14 @@ class Correlator:
         distance = {d.key: self._hops(self.topology.port_device.get(d.id, d.id)) for d in roots}
         by_key = {d.key: d for d in roots}
         alone = []
+        # A storm's victims receive its pauses, and port_peers leaves a port receiving pauses out of the
+        # queue comparison: a port congested against its peers is not held by a storm. It queues
+        # behind a nearer hotspot (the same flows), or is one.
+        hotspots = sorted(k for k, d in by_key.items() if d.cause == "incast_hotspot")
         for f in pool.free(entity="port", symptoms={"congestion_vs_peers"}):
             device = self.topology.port_device.get(f.id, f.id)
-            near = [(distance[k][device], k) for k in sorted(by_key) if device in distance[k]]
-            if near:  # queued behind a nearer root: its victim, not a hotspot of its own
+            near = [(distance[k][device], k) for k in hotspots if device in distance[k]]
+            if near:  # queued behind a nearer hotspot: its victim, not a hotspot of its own
                 root = by_key[min(near)[1]]
                 root.symptoms += pool.take([f])
                 root.covers.add(f"port:{f.id}")

@@ -17,7 +17,8 @@
   A refined cause or location also has to hold ``open_after_s`` before it replaces
   the current one, so a borderline reading cannot make the cause flip every tick.
 * Inhibition by topology: an open root whose findings explain another open incident's anchor (a
-  cooling loop over its GPUs, a hot GPU over its NPO link, a switch over its links) folds it: the
+  cooling loop over its GPUs, a hot GPU over its NPO link, a switch over its links; never a GPU's own
+  XID, :data:`NEVER_FOLDED`) folds it: the
   folded incident is closed (status resolved, ``resolved_at`` = the fold) and its id is listed in the
   root's ``symptoms``; :meth:`IncidentTracker.roots` returns roots only.
 * Resolution: an incident whose diagnosis is gone for ``resolve_after_s`` of fresh data resolves; if
@@ -153,7 +154,7 @@ class IncidentTracker:
             a for i in self._open.values() if self._meta[i]["folded_into"] is None for a in self._meta[i]["covers"]
         }
         for key, d in seen.items():
-            if key in self._open or base_anchor(d.anchor) in covered:
+            if key in self._open or (base_anchor(d.anchor) in covered and d.type not in NEVER_FOLDED):
                 continue
             pending = self._pending.pop(key, None)  # a debounce the full ticks had started: it opens now
             since, first_seen = (pending[0], min(pending[1], d.first_seen)) if pending else (now, d.first_seen)
@@ -294,7 +295,8 @@ class IncidentTracker:
     def _fold(self, now: float, changed: set[str]) -> None:
         by_anchor: dict[str, list[str]] = {}
         for iid in sorted(self._open.values()):
-            by_anchor.setdefault(base_anchor(self._meta[iid]["anchor"]), []).append(iid)
+            if self._incidents[iid].type not in NEVER_FOLDED:
+                by_anchor.setdefault(base_anchor(self._meta[iid]["anchor"]), []).append(iid)
         for root in sorted(self._open.values()):
             if self._meta[root]["folded_into"] is not None:
                 continue
@@ -344,6 +346,12 @@ class IncidentTracker:
         self._open = dict(state.get("open", {}))
         self._pending = {k: [float(v[0]), float(v[1])] for k, v in state.get("pending", {}).items()}
         self._resolved = dict(state.get("resolved", {}))
+
+
+# A GPU's own fault report (an XID: drain-gpu) is never folded into a root that covers the GPU: heat
+# may have caused it (a cooling loop failing), but the GPU still has to be drained and reset, which no
+# cooling or link runbook does.
+NEVER_FOLDED = frozenset({"gpu_fault"})
 
 
 def base_anchor(anchor: str) -> str:

@@ -296,6 +296,15 @@ ROWS = [
         {("incast_hotspot", "port", HOST.b): 2},
     ),
     (
+        "a port congested against its peers next to a storm is no victim of it (a storm's victims receive"
+        " its pauses, which port_peers leaves out of the queue comparison): a hotspot of its own",
+        [
+            f("pfc_storm_source", HOST.a, severity="major", cause="pfc_storm"),
+            f("congestion_vs_peers", "leaf1-0:p70", severity="warning", cause="incast_hotspot"),
+        ],
+        {("pfc_storm", "port", HOST.a): 1, ("incast_hotspot", "port", "leaf1-0:p70"): 1},
+    ),
+    (
         "a port pausing against its peers with no root anywhere: nothing to page about",
         [f("pausing_vs_peers", "leaf1-0:p70", severity="warning"), f("congestion_shared", HOST.b, severity="warning")],
         {},

@@ -137,6 +137,16 @@ def test_a_root_over_a_link_folds_both_of_its_problems() -> None:
     assert root.cause == "npo_thermal_coupling" and root.symptoms == ["inc-0001", "inc-0002"]
 
 
+def test_a_gpus_own_xid_is_never_folded_into_a_root_that_covers_the_gpu() -> None:
+    t = IncidentTracker()
+    loop = diag("cooling_failure", "cooling_loop", "cl00", "cooling_loop:cl00", covers={"gpu:n1/gpu3"})
+    run(t, [(s, [loop]) for s in (0, 10, 20, 30)])
+    xid = diag("gpu_xid", "gpu", "n1/gpu3", "gpu:n1/gpu3", severity="critical")
+    hot = diag("gpu_thermal", "gpu", "n1/gpu3", "gpu:n1/gpu3", severity="major")
+    run(t, [(s, [loop, xid, hot]) for s in (40, 50, 60, 70)])
+    assert sorted(i.cause for i in t.roots()) == ["cooling_failure", "gpu_xid"]  # the heat folded, the XID not
+
+
 def test_ids_follow_key_order_within_a_tick() -> None:
     t = IncidentTracker()
     out = run(t, [(s, [OTHER, DIRTY]) for s in (0, 10, 20, 30)])
