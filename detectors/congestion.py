@@ -92,7 +92,8 @@ class Congestion(Detector):
                 (t.ecn_frac >= cfg.ecn_frac) | (t.queue >= cfg.queue_high_bytes)
             )
             # queue and marks unknown: the device's pauses upstream witness the queue (docstring)
-            blind = np.isnan(t.queue) & np.isnan(t.ecn_frac) & (t.tx_util >= cfg.line_rate_frac)
+            # (marks read at the far end are evidence of a queue, their absence none: traffic._far_marks)
+            blind = np.isnan(t.queue) & (np.isnan(t.ecn_frac) | t.ecn_far) & (t.tx_util >= cfg.line_rate_frac)
         others = np.zeros(t.at.n, dtype=np.int64)  # per port: the other ports of its device pausing
         if blind.any():
             devices = t.device_of(window)

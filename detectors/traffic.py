@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import Keyed, keyed, recent_counters
+from fabricwatch.detectors.frames import Keyed, keyed, peer_positions, recent_counters
 from fabricwatch.records import Window
 
 
@@ -29,7 +29,8 @@ class Traffic:
     at: Keyed
     tx_util: np.ndarray  # fraction of line rate
     rx_util: np.ndarray
-    ecn_frac: np.ndarray  # ECN-marked frames / frames sent
+    ecn_frac: np.ndarray  # ECN-marked frames / frames sent (a blind switch port: as its NIC received them)
+    ecn_far: np.ndarray  # ecn_frac read at the far end (the port's own marks unknown)
     queue: np.ndarray  # median queue depth, bytes
     tx_pause: np.ndarray  # pause frames sent per second
     rx_pause: np.ndarray  # pause frames received per second
@@ -61,6 +62,7 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
         tx_util = np.where(tx_bytes.span > 0, tx_bytes.total * 8 / tx_bytes.span / speed_bps, np.nan)
         rx_util = np.where(rx_bytes.span > 0, rx_bytes.total * 8 / rx_bytes.span / speed_bps, np.nan)
         ecn_frac = ecn.total / _frames(at, "tx", config.mtu_bytes)
+    ecn_frac, ecn_far = _far_marks(window, at, ecn.total, _frames(at, "rx", config.mtu_bytes), ecn_frac)
     queue = at.median("queue_depth_bytes")
     full = keyed(window, "port")
     with np.errstate(invalid="ignore"):
@@ -72,6 +74,7 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
         tx_util=tx_util,
         rx_util=rx_util,
         ecn_frac=ecn_frac,
+        ecn_far=ecn_far,
         queue=queue,
         tx_pause=txp.rate(),
         rx_pause=rxp.rate(),
@@ -80,6 +83,33 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
     )
     window.cache[key] = hit
     return hit
+
+
+def _far_marks(
+    window: Window, at: Keyed, marks: np.ndarray, received: np.ndarray, ecn_frac: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ecn_frac``, with a switch port's unknown marked share read at its link's far end where that is
+    a GPU's NIC, and where it was so read: a NIC counts the RoCE packets that *arrived* ECN-marked
+    (mlx5 ``np_ecn_marked_roce_packets``, collectors/ethtool_stats.py), which are the ones the switch
+    egress marked. OpenConfig gNMI has no ECN leaf (collectors/gnmi.py), so a leaf read over it is
+    blind to its own marks, and its hosts are not. Marks are evidence of a queue; their absence at the
+    far end is not evidence of none (a switch may not mark at all), so the queue stays unknown."""
+    unknown = np.isnan(ecn_frac)
+    none = np.zeros(at.n, dtype=bool)
+    if not unknown.any():
+        return ecn_frac, none
+    topo = window.topology
+    peer = peer_positions(window, at)
+    nic = np.array([topo.port_device.get(p) in topo.gpu_node for p in at.names], dtype=bool)
+    use = unknown & ~nic & (peer >= 0)
+    use[use] &= nic[peer[use]]
+    if not use.any():
+        return ecn_frac, none
+    with np.errstate(invalid="ignore", divide="ignore"):
+        arrived = marks / received
+    out = ecn_frac.copy()
+    out[use] = arrived[peer[use]]
+    return out, use & ~np.isnan(out)
 
 
 def by_device(values: np.ndarray, devices: np.ndarray) -> pd.Series:

@@ -101,6 +101,16 @@ ROWS = [
         set(),
     ),
     (
+        "a leaf blind to its own marks (OpenConfig gNMI has no ECN leaf): the marks its NIC received are the"
+        " ones its egress set, and that egress stands out",
+        lambda tl: (
+            tl.put("port", "ecn_marked_total", np.nan, port=[p for p in TOPO.ports if p.startswith("leaf1-0:")]),
+            tl.count("port", "ecn_marked_total", 350_000, start=60, port="node002/gpu1:p0"),
+        ),
+        None,
+        {("congestion_vs_peers", HOT)},
+    ),
+    (
         "a leaf egress marking ~5 % of its frames (350k of ~7M a second), its peers almost none",
         lambda tl: tl.count("port", "ecn_marked_total", 350_000, start=60, port=HOT),
         None,
