@@ -56,9 +56,17 @@ A port that sends ≥ ``pause_rate_min`` pause frames a second is pausing. It is
 upstream hop by hop, and a port pausing because its device is held is a step on the way, not the
 origin. Every other pausing port is ``pause_upstream``; correlation folds them into the nearest storm
 or congestion behind them.
+
+Restoration, as the watchdog's: a storm found stays a storm until it stops (SONiC restores a queue
+only once it has received no pause for its restoration time), here until the source no longer pauses
+at ``pause_rate_min`` or its device gets another reason to. A held share read at 98.6 % one interval
+(a host's stamps scatter more than their recent spread says) is the same storm, not an upstream step
+that correlation would fold into whatever root is nearest.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -144,6 +152,16 @@ class PfcStorm(Detector):
     Config = PfcStormConfig
     config: PfcStormConfig
 
+    def __init__(self, config: PfcStormConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.sources: set[str] = set()  # ports found storming and still pausing: not yet restored
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"sources": sorted(self.sources)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.sources = set(state.get("sources", ()))
+
     def storming(self, window: Window, at: Keyed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per port (``at``'s order): whether its egress queue is storming by the watchdog's meaning
         over its latest interval (False where unknown), the share of that interval it was held (NaN
@@ -196,6 +214,7 @@ class PfcStorm(Detector):
         with np.errstate(invalid="ignore"):
             pausing = t.tx_pause >= cfg.pause_rate_min
             if not pausing.any():
+                self.sources.clear()  # every storm stopped
                 return []
             storming, paused, priority = self.storming(window, t.at)
             partner = peer_positions(window, t.at)
@@ -207,7 +226,10 @@ class PfcStorm(Detector):
             devices = t.device_of(window)
             reasons = by_device(reason, devices).reindex(devices).to_numpy()
             explained = (reasons - reason.astype(np.int64)) > 0  # another port of the device has a reason
-            source = pausing & held & ~explained
+            names = np.asarray(t.at.names, dtype=object)
+            was = np.isin(names, sorted(self.sources)) if self.sources else np.zeros(t.at.n, dtype=bool)
+            source = pausing & (held | was) & ~explained  # restored only once its pauses stop (docstring)
+        self.sources = (self.sources - set(names[~pausing])) | set(names[source])
         last_ts = t.at.last_ts()
         out = []
         for i in np.flatnonzero(pausing):

@@ -938,6 +938,28 @@ def test_a_priority_held_half_the_time_on_a_host_with_jittery_stamps_is_no_storm
     assert "pfc_storm_source" not in _symptoms(findings_at("pfc_storm", _jittered(0.5)))
 
 
+def _storm_reading_low_then_stopping(tl: Timeline) -> None:
+    """A NIC holding its partner all the time from 60 s, read 98.5 % held from 130 s (its stamps
+    scatter past their recent spread), still pausing at the same rate; from 160 s it stops pausing."""
+    tl.put("port", "tx_pause_duration_p3_us_total", 0, port=NIC)
+    tl.count("port", "tx_pause_duration_p3_us_total", 1e6, start=60, end=130, port=NIC)
+    tl.count("port", "tx_pause_duration_p3_us_total", 0.985e6, start=130, end=160, port=NIC)
+    tl.count("port", "tx_pause_total", 20_000, start=60, end=160, port=NIC)
+    tl.count("port", "rx_pause_total", 20_000, start=60, end=160, port=NIC_LEAF)
+    tl.put("port", "queue_depth_bytes", np.nan, port=NIC_LEAF)
+
+
+@pytest.mark.parametrize(("at", "source"), [(150.0, True), (200.0, False)])
+def test_a_storm_stays_a_storm_until_its_pauses_stop(at: float, source: bool) -> None:
+    """The watchdog's restoration: a storm read at 98.5 % held while still pausing is the same storm
+    (read alone, that interval is under the 99 % line); once its pause rate over the recent span is
+    under the pausing rate, it is restored."""
+    symptoms = _symptoms(findings_at("pfc_storm", _storm_reading_low_then_stopping, at=at))
+    assert (symptoms.get("pfc_storm_source") == {NIC}) is source
+    fresh = _symptoms(findings_at("pfc_storm", lambda tl: _sender_reads(tl, 0.985, 20_000), at=150.0))
+    assert "pfc_storm_source" not in fresh  # never found storming: 98.5 % alone is under the line
+
+
 def test_a_module_row_with_its_serial_unread_is_no_swap() -> None:
     """A CLI collector's N/A cell in the serial number (DESIGN §4b profile na_fraction) is not a new
     module: the lane's baseline stays, and its fade is still a drop."""

@@ -8,7 +8,10 @@ its place with its cause, and no other incident. Each case failed before the rul
   folded into it, so nobody was told to drain it (tracker ``NEVER_FOLDED``);
 * an incast in the all-reduce phases only, on a leaf of the realistic fleet mix (read over gNMI every
   30 s: no queue, no ECN marks, the phases averaged away): the marks its hosts' NICs received are
-  the egress's own (detectors/traffic.py ``_far_marks``)."""
+  the egress's own (detectors/traffic.py ``_far_marks``);
+* the storm and the incast again, in the realistic mix: the storming NIC's stamps scatter, its held
+  share read 98.6 % in two intervals, and it was read as a step upstream and folded into the incast
+  (pfc_storm now keeps a storm until its pauses stop, as the SONiC watchdog restores a queue)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,16 @@ topology: {gpus: 16, rails: 8, gpus_per_node: 8}
 duration: 240
 interval: 10
 seed: 924
+faults:
+  - {cause: pfc_storm, port: node000/gpu1:p0, start: 60}
+  - {cause: incast_hotspot, port: leaf1-0:p01, start: 90}
+""",
+    "storm-and-incast-in-the-mix": """
+topology: {gpus: 16, rails: 8, gpus_per_node: 8}
+duration: 300
+interval: 10
+seed: 963
+pathologies: realistic
 faults:
   - {cause: pfc_storm, port: node000/gpu1:p0, start: 60}
   - {cause: incast_hotspot, port: leaf1-0:p01, start: 90}
