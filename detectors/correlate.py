@@ -649,7 +649,7 @@ class Correlator:
         * both receivers of a link under their warnings, both transmitters normal: two modules' own
           calibrations do not both read low by chance (fiber_damage, the link).
 
-        Their severity is their findings', a warning: a ticket, not a page."""
+        Each is at most a warning, whatever its findings say: a ticket, not a page."""
         taken = pool.claimed_anchors | {d.anchor for d in found} | {a for d in found for a in d.covers}
         anchors = {self.link_anchor(f.id) for f in pool.free(entity="port", symptoms=WARNINGS)} - taken
         out = []

@@ -62,7 +62,7 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
         tx_util = np.where(tx_bytes.span > 0, tx_bytes.total * 8 / tx_bytes.span / speed_bps, np.nan)
         rx_util = np.where(rx_bytes.span > 0, rx_bytes.total * 8 / rx_bytes.span / speed_bps, np.nan)
         ecn_frac = ecn.total / _frames(at, "tx", config.mtu_bytes)
-    ecn_frac, ecn_far = _far_marks(window, at, ecn.total, _frames(at, "rx", config.mtu_bytes), ecn_frac)
+    ecn_frac, ecn_far = _far_marks(window, at, ecn.total, config.mtu_bytes, ecn_frac)
     queue = at.median("queue_depth_bytes")
     full = keyed(window, "port")
     with np.errstate(invalid="ignore"):
@@ -86,7 +86,7 @@ def traffic(window: Window, recent_s: float, config: TrafficConfig) -> Traffic:
 
 
 def _far_marks(
-    window: Window, at: Keyed, marks: np.ndarray, received: np.ndarray, ecn_frac: np.ndarray
+    window: Window, at: Keyed, marks: np.ndarray, mtu: int, ecn_frac: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``ecn_frac``, with a switch port's unknown marked share read at its link's far end where that is
     a GPU's NIC, and where it was so read: a NIC counts the RoCE packets that *arrived* ECN-marked
@@ -106,7 +106,7 @@ def _far_marks(
     if not use.any():
         return ecn_frac, none
     with np.errstate(invalid="ignore", divide="ignore"):
-        arrived = marks / received
+        arrived = marks / _frames(at, "rx", mtu)
     out = ecn_frac.copy()
     out[use] = arrived[peer[use]]
     return out, use & ~np.isnan(out)

@@ -596,9 +596,8 @@ SMALL_ROWS = [
 @pytest.mark.parametrize(
     ("comment", "topo", "findings", "expected", "held"), SMALL_ROWS, ids=[r[0] for r in SMALL_ROWS]
 )
-def test_topology_roots(
-    comment: str, topo: topology.Topology, findings: list[Finding], expected: dict, held: set[str]
-) -> None:
+def test_topology_roots(comment: str, topo: topology.Topology, findings: list[Finding], expected: dict,
+                        held: set[str]) -> None:  # fmt: skip
     correlator = Correlator(topo)
     diagnoses = correlator.correlate(findings)
     assert {(d.cause, d.entity, d.id): len(d.findings) for d in diagnoses} == expected, comment
