@@ -657,11 +657,9 @@ class Correlator:
             ends = self._anchor_ends(anchor)
             here = pool.free(entity="port", ids=set(ends), exclude=TRAFFIC)
             on = {end: {f.symptom: f for f in here if f.id == end} for end in ends}
-            found_at = _laser_by_warnings(on) or _fibre_by_warnings(on)
+            found_at = _laser_by_warnings(on) or _fibre_by_warnings(anchor, on)
             if found_at is not None:
                 cause, entity, ident, roots = found_at
-                if entity == "link":
-                    entity, ident = _link_location(anchor)
                 roots = pool.take(roots)
                 rest = pool.take(_without(here, roots))
                 out.append(Diagnosis(cause, entity, ident, anchor, roots, rest, at_most="warning"))
@@ -784,13 +782,13 @@ def _laser_by_warnings(on: dict[str, dict[str, Finding]]) -> tuple[str, str, str
     return None
 
 
-def _fibre_by_warnings(on: dict[str, dict[str, Finding]]) -> tuple[str, str, str, list[Finding]] | None:
+def _fibre_by_warnings(anchor: str, on: dict[str, dict[str, Finding]]) -> tuple[str, str, str, list[Finding]] | None:
     """Rule 6w: both receivers of a link under their warnings, neither transmitter reading low."""
     low = [symptoms.get("rx_power_low_warn") for symptoms in on.values()]
     dim = TX_LOW | BIAS_UP | {"tx_dark", "loss_of_light"}
     if len(on) != 2 or any(f is None for f in low) or any(s in symptoms for symptoms in on.values() for s in dim):
         return None
-    return "fiber_damage", "link", "", [f for f in low if f is not None]
+    return "fiber_damage", *_link_location(anchor), [f for f in low if f is not None]
 
 
 def _without(findings: list[Finding], drop: list[Finding]) -> list[Finding]:

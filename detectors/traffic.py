@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fabricwatch.detectors.config import DetectorConfig
-from fabricwatch.detectors.frames import Keyed, keyed, peer_positions, recent_counters
+from fabricwatch.detectors.frames import Keyed, carried, keyed, peer_positions, recent_counters, same_keys
 from fabricwatch.records import Window
 
 
@@ -98,9 +98,8 @@ def _far_marks(
     none = np.zeros(at.n, dtype=bool)
     if not unknown.any():
         return ecn_frac, none
-    topo = window.topology
     peer = peer_positions(window, at)
-    nic = np.array([topo.port_device.get(p) in topo.gpu_node for p in at.names], dtype=bool)
+    nic = _nics(window, at)
     use = unknown & ~nic & (peer >= 0)
     use[use] &= nic[peer[use]]
     if not use.any():
@@ -110,6 +109,18 @@ def _far_marks(
     out = ecn_frac.copy()
     out[use] = arrived[peer[use]]
     return out, use & ~np.isnan(out)
+
+
+def _nics(window: Window, at: Keyed) -> np.ndarray:
+    """Per port, whether it is a GPU's NIC; reused from the last tick for the same ports (a pass over
+    every port name, every tick, in a fleet whose leaves are blind to their marks)."""
+    memo, topo = carried(window), window.topology
+    last = memo.get("nics")
+    if last is not None and last[1] is topo and same_keys(last[0], at.index):
+        return last[2]
+    nic = np.array([topo.port_device.get(p) in topo.gpu_node for p in at.names], dtype=bool)
+    memo["nics"] = (at.index, topo, nic)
+    return nic
 
 
 def by_device(values: np.ndarray, devices: np.ndarray) -> pd.Series:
