@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fabricwatch.names import NUMBERS
 from fabricwatch.records import Finding, Window
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -653,11 +654,17 @@ def _factorizer(window: Window, kind: str) -> Callable[[str], tuple[np.ndarray, 
     done: dict[str, tuple[np.ndarray, np.ndarray]] = window.cache.setdefault(("factorized", kind), {})
     memo = carried(window)
     frame = frame_of(window, kind)
+    numbered = window.cache.get((NUMBERS, kind), {})  # names numbered as they arrived (fabricwatch/names.py)
 
     def get(column: str) -> tuple[np.ndarray, np.ndarray]:
         hit = done.get(column)
         if hit is None:
-            hit = done[column] = factorize(frame[column], memo.setdefault(("factorized", kind, column), {}))
+            if column in numbered:
+                numbers, names = numbered[column]
+                hit = names.factorize(numbers)
+            if hit is None:
+                hit = factorize(frame[column], memo.setdefault(("factorized", kind, column), {}))
+            done[column] = hit
         return hit
 
     return get

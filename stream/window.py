@@ -30,9 +30,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fabricwatch.names import NUMBERS, NameCodes
 from fabricwatch.records import Window
 from fabricwatch.schema import KINDS, table_schema
 from fabricwatch.topology import Topology
+
+NUMBERED = ("port", "device", "source")  # the columns detectors group rows by (detectors/frames.py KEYS)
+NUMBER_PREFIX = "__number:"  # a numbered column's numbers, carried beside it until the window is cut
 
 
 def _ts_seconds(table: pa.Table) -> pa.Table:
@@ -123,10 +127,15 @@ class WindowBuffer:
         self._modules: pa.Table | None = None
         self._modules_frame: tuple[dict[str, int], pd.DataFrame] | None = None
         self._ahead = 0  # µs: the most a correction has moved a row later (a slow clock), for eviction
+        self.names = {column: NameCodes() for column in NUMBERED}  # fabricwatch/names.py
 
     def add(self, kind: str, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
+        if kind != "module":
+            for column in NUMBERED:
+                if column in table.column_names:
+                    table = table.append_column(NUMBER_PREFIX + column, self.names[column].encode(table[column]))
         newest = pc.max(table.column("ts").cast(pa.int64())).as_py()
         self._chunks[kind].append((newest, table))
         self._added[kind] += 1
@@ -147,11 +156,25 @@ class WindowBuffer:
             while chunks and chunks[0][0] < limit:
                 chunks.popleft()
 
-    def frame(self, kind: str, start: float, end: float, shifts: dict[str, int] | None = None) -> pd.DataFrame:
+    def frame(
+        self,
+        kind: str,
+        start: float,
+        end: float,
+        shifts: dict[str, int] | None = None,
+        numbers: dict[str, tuple[np.ndarray, NameCodes]] | None = None,
+    ) -> pd.DataFrame:
+        """The rows of ``kind`` in ``[start, end]``; each numbered column's numbers go into ``numbers``
+        (by column) rather than into the frame, whose columns are the schema's."""
         table = self._cut(kind, round(start * 1e6), round(end * 1e6), shifts or {})
         if table.num_rows == 0:
             return empty_frame(kind)
-        return _ts_seconds(table).to_pandas()
+        carried = [c for c in table.column_names if c.startswith(NUMBER_PREFIX)]
+        if numbers is not None:
+            for name in carried:
+                column = name.removeprefix(NUMBER_PREFIX)
+                numbers[column] = (table[name].to_numpy(), self.names[column])
+        return _ts_seconds(table.drop_columns(carried)).to_pandas()
 
     def _cut(self, kind: str, lo: int, hi: int, shifts: dict[str, int]) -> pa.Table:
         """The rows with lo ≤ ts ≤ hi once ``shifts`` are taken out, stably sorted by ts: from the last
@@ -206,9 +229,12 @@ class WindowBuffer:
         last cut for the next window."""
         shifts = shifts_of(source_offsets)
         self._ahead = max(self._ahead, moved_later(shifts))
+        numbers: dict[str, dict[str, tuple[np.ndarray, NameCodes]]] = {kind: {} for kind in KINDS}
         frames = {
-            kind: self.frame(kind, start, end, shifts) if kinds is None or kind in kinds else empty_frame(kind)
+            kind: self.frame(kind, start, end, shifts, numbers[kind]) if kinds is None or kind in kinds
+            else empty_frame(kind)
             for kind in KINDS
-        }
+        }  # fmt: skip
         modules = self.modules(shifts)
-        return Window(start, end, frames, modules, self.topology, source_offsets=dict(source_offsets or {}))
+        cache = {(NUMBERS, kind): found for kind, found in numbers.items() if found}
+        return Window(start, end, frames, modules, self.topology, cache, dict(source_offsets or {}))

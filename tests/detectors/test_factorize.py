@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from fabricwatch.detectors.frames import factorize
+from fabricwatch.names import NULL, UNNUMBERED, NameCodes
 
 KEYS = np.array(["a", "b", "B", "é", "a1", "leaf0-0:p10", "leaf0-0:p2", "", "node000/gpu5"], dtype=object)
 
@@ -59,3 +60,28 @@ def test_factorize_without_runs_equals_pandas_sorted_factorize(seed: int) -> Non
                 want_codes, want_keys = pd.factorize(column.astype(str), sort=True)
                 np.testing.assert_array_equal(codes, want_codes)
                 assert uniques.tolist() == list(want_keys)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_names_numbered_on_arrival_factorize_as_the_window_would(seed: int) -> None:
+    """fabricwatch/names.py: numbers given batch by batch, then a window's rows grouped by number, give
+    what hashing the window's names gives, whatever names arrived before or in between."""
+    names = NameCodes()
+    for column in frames(seed):
+        values = column.astype(object).where(column.notna(), None).tolist()
+        numbers = names.encode(pa.array(values, pa.string())).to_numpy()
+        got = names.factorize(numbers)
+        assert got is not None
+        want_codes, want_keys = factorize(column)
+        np.testing.assert_array_equal(got[0], want_codes)
+        assert got[1].tolist() == want_keys.tolist()
+
+
+def test_names_past_the_limit_are_grouped_by_hashing() -> None:
+    """A registry full of names numbers no more: a window holding an unnumbered name is hashed."""
+    names = NameCodes(limit=2)
+    numbers = names.encode(pa.array(["a", "b", None, "c", "a"])).to_numpy()
+    assert numbers.tolist() == [0, 1, NULL, UNNUMBERED, 0]
+    assert names.factorize(numbers) is None
+    codes, keys = names.factorize(numbers[[0, 1, 2, 4]])
+    assert codes.tolist() == [0, 1, -1, 0] and keys.tolist() == ["a", "b"]

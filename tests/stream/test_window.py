@@ -98,3 +98,29 @@ def test_cuts_under_changing_clock_corrections_match_a_cut_from_scratch(seed: in
         moved = [window_module.corrected(t, shifts) for t in chunks]
         want = from_scratch(moved, now - span, now)
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+
+
+def test_windows_carry_each_rows_name_number_beside_the_schemas_columns() -> None:
+    """Names are numbered as rows arrive (fabricwatch/names.py): the frame holds the schema's columns
+    only, and grouping a window by the numbers gives what hashing its names gives."""
+    from fabricwatch.detectors.frames import factorize, keyed
+    from fabricwatch.names import NUMBERS
+
+    rng = np.random.default_rng(5)
+    buffer = WindowBuffer(generate(16, 4, 8))
+    for k in range(30):
+        buffer.add("switch", chunk(rng, 1_000.0 + k, k))
+    window = buffer.window(1_005.0, 1_030.0, kinds={"switch"})
+    frame = window.frames["switch"]
+    assert list(frame.columns) == list(empty_frame("switch").columns)
+    numbered = window.cache[(NUMBERS, "switch")]
+    assert set(numbered) == {"device", "source"}
+    for column, (numbers, names) in numbered.items():
+        codes, keys = names.factorize(numbers)
+        want_codes, want_keys = factorize(frame[column])
+        np.testing.assert_array_equal(codes, want_codes)
+        assert keys.tolist() == want_keys.tolist()
+    plain = keyed(type(window)(window.start, window.end, window.frames, window.modules, window.topology), "switch")
+    fast = keyed(window, "switch")
+    np.testing.assert_array_equal(fast.codes, plain.codes)
+    assert fast.names == plain.names
