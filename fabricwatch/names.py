@@ -14,6 +14,8 @@ windows that hold them are grouped by hashing, as before.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +24,7 @@ NUMBERS = "numbers"  # Window.cache[(NUMBERS, kind)]: {column: (each row's numbe
 NULL = -1  # a null name: no entity
 UNNUMBERED = -2  # a name met after the registry was full
 LIMIT = 1 << 20
+RECENT_DICTIONARIES = 64  # batches' names remembered: more than the kinds x source shapes one processor sees a scrape
 
 
 class NameCodes:
@@ -32,6 +35,9 @@ class NameCodes:
         self._code: dict[str, int] = {}
         self._names: list[str] = []
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None  # names as objects, their numbers by name
+        # the last few batches' names and their numbers: a collector's batch holds the same names in
+        # the same order scrape after scrape, so most batches' names are compared, not looked up
+        self._recent: deque[tuple[pa.Array, np.ndarray]] = deque(maxlen=RECENT_DICTIONARIES)
 
     def __len__(self) -> int:
         return len(self._names)
@@ -41,7 +47,12 @@ class NameCodes:
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
         encoded = pc.dictionary_encode(column.cast(pa.string()))
-        numbers = np.array([self._number(name) for name in encoded.dictionary.to_pylist()] + [NULL], np.int32)
+        dictionary = encoded.dictionary
+        numbers = next((n for d, n in self._recent if d.equals(dictionary)), None)
+        if numbers is None:
+            numbers = np.array([self._number(name) for name in dictionary.to_pylist()] + [NULL], np.int32)
+            if (numbers != UNNUMBERED).all():  # a name unnumbered now is so for good; kept out all the same
+                self._recent.append((dictionary, numbers))
         index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
         return pa.array(numbers[index], pa.int32())
 

@@ -85,3 +85,13 @@ def test_names_past_the_limit_are_grouped_by_hashing() -> None:
     assert names.factorize(numbers) is None
     codes, keys = names.factorize(numbers[[0, 1, 2, 4]])
     assert codes.tolist() == [0, 1, -1, 0] and keys.tolist() == ["a", "b"]
+
+
+def test_a_batch_with_the_last_batchs_names_reuses_their_numbers() -> None:
+    """Names compared with a recent batch's rather than looked up must still number each name as its own."""
+    names = NameCodes()
+    first = names.encode(pa.array(["p1", "p2", "p1"])).to_numpy()
+    again = names.encode(pa.array(["p1", "p2", "p2"])).to_numpy()
+    other = names.encode(pa.array(["p2", "p3", "p3"])).to_numpy()  # as many names, not the same ones
+    assert first.tolist() == [0, 1, 0] and again.tolist() == [0, 1, 1] and other.tolist() == [1, 2, 2]
+    assert names.factorize(np.r_[first, other])[1].tolist() == ["p1", "p2", "p3"]
