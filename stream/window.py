@@ -17,6 +17,10 @@ changed put the source's later rows before its earlier ones (the rows from befor
 first corrected stayed a minute ahead and came back into the windows among the corrected ones: a
 link that went down once read as a flap). A kind's last cut is reused only under the same
 corrections; a change cuts it afresh.
+
+Each row's ``port``, ``device`` and ``source`` names are numbered as it arrives (fabricwatch/names.py)
+and the numbers travel beside the row; a cut hands them to the window's cache, not its frames, so
+detectors group a window by integers instead of hashing its names once per window it falls in.
 """
 
 from __future__ import annotations
