@@ -10,6 +10,8 @@ Prints CPU seconds per second of telemetry for each stage (decode, source clocks
 window cut, detectors, the rest), the GPUs one core carries at 1 s (GPUs ÷ CPU per second) and its
 ratio to issue 7's target of 10,240. CPU time, this process only (Arrow's threads included): a busy
 shared machine distorts it less than wall time. Medians over ``--repeat`` runs, with their spread.
+Beside them, the raw limit measured in the same run (:func:`raw_insert`: DuckDB's insert of the same
+rows) and stage 1's ratio to it, which compares runs on machines of different speeds.
 
     .venv/bin/python -m bench.stage1 [--gpus 2048] [--seconds 100] [--warm 40] [--repeat 3]
 """
@@ -100,6 +102,31 @@ def run_once(batches: list[list[Any]], topo: Any, warm: int, spent: Counter) -> 
         return time.process_time() - started
 
 
+def raw_insert(batches: list[list[Any]], warm: int) -> float:
+    """The raw limit, CPU s per s of telemetry: DuckDB's Arrow insert of the counted seconds' rows,
+    one transaction a second as the processor commits them, through stream.store.Store so that the
+    DuckDB settings are the processor's. The rows are decoded and validated beforehand, untimed: the
+    least a processor does with its telemetry is store it. Its ratio to stage 1 travels between
+    machines; CPU seconds do not (bench/detect_tick.py's raw limit, likewise)."""
+    from fabricwatch import schema
+    from fabricwatch.stream.store import Store
+
+    seconds = []
+    for batch in batches:
+        by_kind: dict[str, list[Any]] = {}
+        for record in batch:
+            message = schema.decode_record(record.value)
+            by_kind.setdefault(message.kind, []).append(message)
+        seconds.append({kind: schema.to_table(kind, messages).table for kind, messages in by_kind.items()})
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "raw.duckdb") as store:
+        for tables in seconds[:warm]:  # the file holds what the processor's held when counting began
+            store.write_batch(tables)
+        started = time.process_time()
+        for tables in seconds[warm:]:
+            store.write_batch(tables)
+        return (time.process_time() - started) / len(seconds[warm:])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=2048)
@@ -129,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"run {r + 1}/{args.repeat}: {cpu / counted:.3f} CPU s per s of telemetry", file=sys.stderr)
     finally:
         restore()
+    raw = [raw_insert(batches, args.warm) for _ in range(args.repeat)]
 
     def spread(values: list[float]) -> str:
         return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
@@ -142,6 +170,11 @@ def main(argv: list[str] | None = None) -> None:
     rest = [t - sum(s.values()) for t, s in runs]
     print(f"  {'the rest':<14} {spread(rest)}  {100 * statistics.median(rest) / statistics.median(totals):4.1f} %")
     print(f"  {'total':<14} {spread(totals)}")
+    ratios = [t / r for t, r in zip(totals, raw, strict=True)]
+    print(
+        f"raw limit (DuckDB's insert of the same rows, a transaction a second): {spread(raw)} CPU s per s; "
+        f"stage 1 / raw {statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
+    )
     per_core = [args.gpus / t for t in totals]
     median = statistics.median(per_core)
     print(
