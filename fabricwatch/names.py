@@ -51,7 +51,7 @@ class NameCodes:
         numbers = next((n for d, n in self._recent if d.equals(dictionary)), None)
         if numbers is None:
             numbers = np.array([self._number(name) for name in dictionary.to_pylist()] + [NULL], np.int32)
-            if (numbers != UNNUMBERED).all():  # a name unnumbered now is so for good; kept out all the same
+            if (numbers != UNNUMBERED).all():  # a batch past the limit is not remembered: its windows hash
                 self._recent.append((dictionary, numbers))
         index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
         return pa.array(numbers[index], pa.int32())
