@@ -102,14 +102,9 @@ def run_once(batches: list[list[Any]], topo: Any, warm: int, spent: Counter) -> 
         return time.process_time() - started
 
 
-def raw_insert(batches: list[list[Any]], warm: int) -> float:
-    """The raw limit, CPU s per s of telemetry: DuckDB's Arrow insert of the counted seconds' rows,
-    one transaction a second as the processor commits them, through stream.store.Store so that the
-    DuckDB settings are the processor's. The rows are decoded and validated beforehand, untimed: the
-    least a processor does with its telemetry is store it. Its ratio to stage 1 travels between
-    machines; CPU seconds do not (bench/detect_tick.py's raw limit, likewise)."""
+def validated(batches: list[list[Any]]) -> list[dict[str, Any]]:
+    """Each second's records decoded and validated into one Arrow table per kind (the raw limit's rows)."""
     from fabricwatch import schema
-    from fabricwatch.stream.store import Store
 
     seconds = []
     for batch in batches:
@@ -118,6 +113,17 @@ def raw_insert(batches: list[list[Any]], warm: int) -> float:
             message = schema.decode_record(record.value)
             by_kind.setdefault(message.kind, []).append(message)
         seconds.append({kind: schema.to_table(kind, messages).table for kind, messages in by_kind.items()})
+    return seconds
+
+
+def raw_insert(seconds: list[dict[str, Any]], warm: int) -> float:
+    """The raw limit, CPU s per s of telemetry: DuckDB's Arrow insert of the counted seconds' rows,
+    one transaction a second as the processor commits them, through stream.store.Store so that the
+    DuckDB settings are the processor's. The rows come decoded and validated (:func:`validated`,
+    untimed): the least a processor does with its telemetry is store it. Its ratio to stage 1 travels
+    between machines; CPU seconds do not (bench/detect_tick.py's raw limit, likewise)."""
+    from fabricwatch.stream.store import Store
+
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "raw.duckdb") as store:
         for tables in seconds[:warm]:  # the file holds what the processor's held when counting began
             store.write_batch(tables)
@@ -156,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"run {r + 1}/{args.repeat}: {cpu / counted:.3f} CPU s per s of telemetry", file=sys.stderr)
     finally:
         restore()
-    raw = [raw_insert(batches, args.warm) for _ in range(args.repeat)]
+    seconds = validated(batches)  # once, untimed
+    raw = [raw_insert(seconds, args.warm) for _ in range(args.repeat)]
 
     def spread(values: list[float]) -> str:
         return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
